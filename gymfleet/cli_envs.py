@@ -1,0 +1,108 @@
+"""`gymfleet envs list` and `gymfleet rollout`: look at envs and play scripted policies in them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gymfleet.envs.base import ConstantPolicy, Policy
+from gymfleet.envs.episode import Episode, run_episode
+from gymfleet.envs.registry import list_envs, make_agent_env
+
+envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
+console = Console()
+
+
+@envs_app.command("list")
+def list_command(
+    namespace: Annotated[str | None, typer.Option(help="Only ids in this namespace.")] = None,
+) -> None:
+    """Lists every registered gymfleet env id."""
+    for env_id in list_envs(namespace):
+        typer.echo(env_id)
+
+
+class PolicyName(str, Enum):
+    gold = "gold"
+    noop = "noop"
+
+
+def rollout(
+    env: Annotated[str, typer.Option("--env", help="Env id, e.g. gymfleet/Terminal-v0.")],
+    policy: Annotated[PolicyName, typer.Option(help="Scripted policy to play.")] = PolicyName.gold,
+    n: Annotated[int, typer.Option("--n", min=1, help="Episodes (instances in order).")] = 1,
+    instance: Annotated[str | None, typer.Option(help="Play this instance only.")] = None,
+    max_turns: Annotated[int, typer.Option(min=1)] = 50,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    env_arg: Annotated[
+        list[str] | None, typer.Option("--env-arg", help="KEY=VALUE passed to the env (repeatable).")
+    ] = None,
+) -> None:
+    """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
+    kwargs = dict(item.split("=", 1) for item in (env_arg or []))
+    episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
+    for ep in episodes:
+        if json_out:
+            typer.echo(json.dumps(_episode_json(ep), default=str))
+        else:
+            _print_episode(ep)
+    _print_summary(episodes)
+
+
+async def _rollouts(
+    env_id: str, policy_name: PolicyName, n: int, instance: str | None, max_turns: int, kwargs: dict
+) -> list[Episode]:
+    env = make_agent_env(env_id, **kwargs)
+    try:
+        ids = [instance] if instance else env.instance_ids()
+        episodes = []
+        for i in range(n):
+            instance_id = ids[i % len(ids)]
+            await env.reset_async(options={"instance_id": instance_id})
+            policy: Policy = env.gold_policy() if policy_name is PolicyName.gold else ConstantPolicy(
+                env.noop_action
+            )
+            episodes.append(
+                await run_episode(env, policy, env_id=env_id, instance_id=instance_id, max_turns=max_turns)
+            )
+        return episodes
+    finally:
+        await env.close_async()
+
+
+def _episode_json(ep: Episode) -> dict:
+    return {
+        "env_id": ep.env_id,
+        "instance_id": ep.instance_id,
+        "reward": ep.reward,
+        "terminated": ep.terminated,
+        "truncated": ep.truncated,
+        "turns": [{"action": t.action, "observation": t.observation} for t in ep.turns],
+        "info": ep.info,
+        "duration_s": round(ep.duration_s, 3),
+    }
+
+
+def _print_episode(ep: Episode) -> None:
+    console.rule(f"{ep.env_id} · {ep.instance_id}")
+    console.print(ep.first_observation, markup=False, highlight=False)
+    for i, turn in enumerate(ep.turns):
+        console.print(f"[bold cyan]action {i}[/]")
+        console.print(turn.action, markup=False, highlight=False)
+        console.print(f"[bold green]observation {i}[/]")
+        console.print(turn.observation, markup=False, highlight=False)
+    end = "terminated" if ep.terminated else "truncated" if ep.truncated else "running"
+    console.print(f"[bold]reward {ep.reward:g}[/] ({end}, {len(ep.turns)} turns, {ep.duration_s:.1f} s)")
+
+
+def _print_summary(episodes: list[Episode]) -> None:
+    table = Table("env", "instance", "reward", "turns", "seconds")
+    for ep in episodes:
+        table.add_row(ep.env_id, ep.instance_id, f"{ep.reward:g}", str(len(ep.turns)), f"{ep.duration_s:.1f}")
+    console.print(table)

@@ -1,0 +1,51 @@
+"""Fakes implementing the real Protocols, for tests of the shared parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
+
+
+class EchoEnv(AgentEnv):
+    """Reward 1 when the agent says the secret word of the instance, else 0; ends after one turn.
+
+    Description: a toy env for contract tests. Observation: the instruction. Action: any
+    text. Reward: 1 if the action equals the instance's word. Episode end: terminated after
+    one action. Arguments: ``words``. Version history: v0.
+    """
+
+    noop_action = ""
+
+    def __init__(self, words: tuple[str, ...] = ("alpha", "beta")) -> None:
+        super().__init__()
+        self.words = list(words)
+        self.word = self.words[0]
+        self.closed = False
+
+    @property
+    def system_prompt(self) -> str:
+        return "Say the word you are asked for."
+
+    def instance_ids(self) -> list[str]:
+        return list(self.words)
+
+    async def reset_async(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        ids = self.instance_ids()
+        if options and "instance_id" in options:
+            if options["instance_id"] not in ids:
+                raise KeyError(options["instance_id"])
+            self.word = options["instance_id"]
+        else:
+            self.word = ids[(seed or 0) % len(ids)]
+        return f"Say {self.word!r}.", {"instance_id": self.word}
+
+    async def step_async(self, action: str):
+        reward = 1.0 if action.strip() == self.word else 0.0
+        return "done", reward, True, False, {"instance_id": self.word}
+
+    async def close_async(self) -> None:
+        self.closed = True
+
+    def gold_policy(self) -> Policy:
+        return ScriptedPolicy([self.word])
