@@ -15,6 +15,7 @@ the cheap exploits unprofitable:
 from __future__ import annotations
 
 import re
+import statistics
 import unicodedata
 from collections.abc import Callable
 
@@ -52,10 +53,10 @@ class CheckConfig(BaseModel):
     """Largest distance between successive lines of one text, in font sizes."""
     max_char_width_em: float = 0.9
     """Largest mean advance per character (texts of 8+ characters), in font sizes."""
-    min_vertical_fill: float = 0.3
-    """Smallest share of the body text block's height (top of its first line to bottom of its
-    last; the title is left out, so a gap under it is a free design choice) that lines of
-    text cover; margins, padding, line-height or gaps inflated to fill the page lower it."""
+    max_block_gap_em: float = 2.0
+    """Largest median empty height between a body text and the next one below it in the same
+    column, in font sizes (the gap under the title is left out: a free design choice);
+    margins, padding or flex gaps inflated to fill the page raise it."""
     min_text_area: float = 0.04
     """Smallest share of the frame covered by line boxes of visible text (an empty slide)."""
     max_text_area: float = 0.6
@@ -139,19 +140,24 @@ def overlap_problems(s: SlideRender, cfg: CheckConfig) -> list[str]:
     return out
 
 
-def vertical_fill(texts: list[TextItem]) -> float:
-    """Share of the text block's height covered by line boxes (1.0 for no or one line)."""
-    spans = sorted((y, y + h) for t in texts for _, y, _, h in t.rects if h > 0)
-    if not spans:
-        return 1.0
-    covered, (cur0, cur1) = 0.0, spans[0]
-    for y0, y1 in spans[1:]:
-        if y0 > cur1:
-            covered, cur0, cur1 = covered + cur1 - cur0, y0, y1
-        else:
-            cur1 = max(cur1, y1)
-    covered += cur1 - cur0
-    return covered / max(spans[-1][1] - spans[0][0], 1e-6)
+def _union(t: TextItem) -> Rect:
+    x0, y0 = min(r[0] for r in t.rects), min(r[1] for r in t.rects)
+    x1, y1 = max(r[0] + r[2] for r in t.rects), max(r[1] + r[3] for r in t.rects)
+    return (x0, y0, x1 - x0, y1 - y0)
+
+
+def block_gaps_em(texts: list[TextItem]) -> list[float]:
+    """For each text, the empty height down to the next text below it in the same column
+    (boxes overlapping horizontally), in font sizes of the larger of the two."""
+    boxes = [(_union(t), max(t.effective_font_px, 1.0)) for t in texts if t.rects]
+    gaps = []
+    for (a, fa) in boxes:
+        below = [(b[1] - (a[1] + a[3]), fb) for b, fb in boxes
+                 if b[1] >= a[1] + a[3] - 2 and min(a[0] + a[2], b[0] + b[2]) > max(a[0], b[0])]
+        if below:
+            gap, fb = min(below)
+            gaps.append(max(gap, 0.0) / max(fa, fb))
+    return gaps
 
 
 def spacing_problems(s: SlideRender, cfg: CheckConfig) -> list[str]:
@@ -167,10 +173,10 @@ def spacing_problems(s: SlideRender, cfg: CheckConfig) -> list[str]:
             out.append(f"lines {t.line_pitch_px:.0f}px apart for {em:.0f}px text on {t.text[:30]!r}")
         if len(t.text) >= 8 and t.char_width_ratio > cfg.max_char_width_em:
             out.append(f"characters stretched ({t.char_width_ratio:.2f} em each) on {t.text[:30]!r}")
-    body = [t for t in s.visible_texts if not t.in_title]
-    fill = vertical_fill(body or s.visible_texts)
-    if fill < cfg.min_vertical_fill:
-        out.append(f"text lines cover only {fill:.0%} of the text block's height (gaps too large)")
+    gaps = sorted(block_gaps_em([t for t in s.visible_texts if not t.in_title]))
+    if gaps and statistics.median(gaps) > cfg.max_block_gap_em:
+        out.append(f"texts are {statistics.median(gaps):.1f} font sizes apart (median; at most "
+                   f"{cfg.max_block_gap_em:g}): margins or gaps inflated")
     return out
 
 
