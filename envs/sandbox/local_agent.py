@@ -7,7 +7,8 @@ files in the control folder (never to a pipe), so that a daemon a command leaves
 hang the call. Closing stdin ends the agent (and, under bubblewrap, the whole sandbox).
 
 Usage: ``python3 local_agent.py CONFIG_JSON`` where CONFIG_JSON has ``ctl`` (control folder),
-``nproc`` (RLIMIT_NPROC, 0 for none), ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
+``nproc`` (RLIMIT_NPROC of commands, 0 for none; the agent keeps
+``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox), ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
 (folders emptied by ``reset`` besides the workdir).
 """
@@ -25,14 +26,20 @@ import threading
 import time
 
 KILL_ROUNDS = 500
+NPROC_RESERVE = 16
 
 
 def main() -> None:
     config = json.loads(sys.argv[1])
     agent = Agent(config)
     for line in sys.stdin:
-        if line.strip():
-            threading.Thread(target=agent.handle, args=(json.loads(line),), daemon=True).start()
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            threading.Thread(target=agent.handle, args=(request,), daemon=True).start()
+        except RuntimeError as exc:  # no thread left (the sandbox's process limit is reached)
+            agent.reply(request, {"error": f"agent cannot start a thread: {exc}"})
     agent.kill_others()
 
 
@@ -45,16 +52,22 @@ class Agent:
         self.clear_dirs = list(config.get("clear_dirs", []))
         self.sessions: set[int] = set()
         self.write_lock = threading.Lock()
-        for limit, value in ((resource.RLIMIT_NPROC, config.get("nproc", 0)),
-                             (resource.RLIMIT_DATA, config.get("data_bytes", 0))):
-            if value:
-                resource.setrlimit(limit, (value, value))
+        self.nproc = int(config.get("nproc", 0))
+        if self.nproc:
+            limit = self.nproc + NPROC_RESERVE
+            resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        data_bytes = int(config.get("data_bytes", 0))
+        if data_bytes:
+            resource.setrlimit(resource.RLIMIT_DATA, (data_bytes, data_bytes))
 
     def handle(self, request: dict) -> None:
         try:
             reply = getattr(self, "op_" + request["op"])(request)
         except Exception as exc:  # every failure goes back to the host as an error reply
             reply = {"error": f"{type(exc).__name__}: {exc}"}
+        self.reply(request, reply)
+
+    def reply(self, request: dict, reply: dict) -> None:
         reply["id"] = request.get("id")
         data = (json.dumps(reply) + "\n").encode()
         with self.write_lock:
@@ -72,6 +85,7 @@ class Agent:
             proc = subprocess.Popen(
                 ["bash", "-c", request["cmd"]], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 cwd=request["cwd"], env=request["env"], start_new_session=True,
+                preexec_fn=self.limit_child if self.nproc else None,
             )
         self.sessions.add(proc.pid)
         timed_out = False
@@ -83,6 +97,10 @@ class Agent:
             proc.wait()
         return {"exit_code": proc.returncode, "timed_out": timed_out,
                 "duration_s": time.monotonic() - started}
+
+    def limit_child(self) -> None:
+        """Runs in the forked child before exec: commands get the plain process limit."""
+        resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc, self.nproc))
 
     def op_put(self, request: dict) -> dict:
         path = request["path"]
