@@ -10,7 +10,8 @@ Usage: ``python3 local_agent.py CONFIG_JSON`` where CONFIG_JSON has ``ctl`` (con
 ``nproc`` (RLIMIT_NPROC of commands, 0 for none; the agent keeps
 ``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox), ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
-(folders emptied by ``reset`` besides the workdir).
+(folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid
+the agent switches to before anything else).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class Agent:
     """Serves requests; remembers the sessions it started so that it can kill them."""
 
     def __init__(self, config: dict) -> None:
+        if config.get("uid") is not None:  # leave root for the uid lent to this sandbox
+            os.setgroups([])
+            os.setgid(config["uid"])
+            os.setuid(config["uid"])
         self.ctl = config["ctl"]
         self.own_pid_ns = bool(config.get("own_pid_ns"))
         self.clear_dirs = list(config.get("clear_dirs", []))
