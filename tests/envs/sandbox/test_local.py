@@ -134,3 +134,11 @@ async def test_user_home_tmp_and_host_python(local_backend: LocalBackend) -> Non
         assert writable == "writable" and "pytest" in first.stdout + first.stderr
         if os.geteuid() == 0:  # each sandbox runs as a uid of its own
             assert name == "sandbox" and uid != second.stdout.split("\n")[0]
+
+
+async def test_open_sandbox_by_name(bwrap_available: bool) -> None:
+    from gymfleet.envs.sandbox import get_backend, open_sandbox
+
+    assert isinstance(get_backend("local"), LocalBackend)
+    async with open_sandbox(SandboxSpec(), backend="local") as sb:
+        assert (await sb.exec("echo via factory")).stdout == "via factory\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Iterator
 import subprocess
 from pathlib import Path
 
@@ -54,7 +55,7 @@ async def test_fork_bomb_is_contained(local_backend: LocalBackend, sandbox: Loca
 
 
 @pytest.fixture
-def host_port() -> int:
+def host_port() -> Iterator[int]:
     """A port on the host's 127.0.0.1 that accepts connections."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

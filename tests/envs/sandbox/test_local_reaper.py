@@ -54,6 +54,7 @@ def test_sigkilled_owner_takes_its_sandbox_down(
     owner = subprocess.Popen([sys.executable, str(script), str(state_dir)],
                              stdout=subprocess.PIPE, text=True)
     try:
+        assert owner.stdout is not None
         started = json.loads(owner.stdout.readline())
         assert marked_pids(started["id"]), "the sandbox's processes should be running"
     finally:
