@@ -9,8 +9,9 @@ runs :mod:`~gymfleet.envs.sandbox.local_agent`, which executes commands in their
 so daemons a command starts live on until the sandbox closes.
 
 Users and limits: when gymfleet runs as root, bubblewrap runs as root with every capability
-dropped but setuid/setgid, and the agent switches at once to a host uid lent to this sandbox
-alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox`` inside); as another user,
+dropped but setuid, setgid and kill, and the agent runs commands and file copies as a host uid
+lent to this sandbox alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox`` inside),
+which therefore cannot signal the agent nor write its control folder; as another user,
 bubblewrap makes a user namespace (the sandbox sees itself as root). Either way the agent sets
 ``RLIMIT_NPROC`` to ``spec.pids_limit`` for a user no other sandbox shares, so a fork bomb stops
 there without touching the host or other sandboxes. ``spec.memory_mb`` becomes ``RLIMIT_DATA``
@@ -171,7 +172,8 @@ class LocalBackend:
     def _bwrap_prefix(self) -> list[str]:
         """bwrap's options that do not depend on the spec: namespaces and host folders."""
         if os.geteuid() == 0:
-            users = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            users = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                     "--cap-add", "CAP_KILL"]
         else:
             users = ["--unshare-user", "--uid", "0", "--gid", "0"]
         args = [shutil.which(self.config.bwrap) or self.config.bwrap, *users,

@@ -10,8 +10,9 @@ Usage: ``python3 local_agent.py CONFIG_JSON`` where CONFIG_JSON has ``ctl`` (con
 ``nproc`` (RLIMIT_NPROC of commands, 0 for none; the agent keeps
 ``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox), ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
-(folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid
-the agent switches to before anything else).
+(folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid that
+commands and file copies run as, the agent keeping only the capabilities to switch to it and to
+kill its processes).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +29,7 @@ import time
 
 KILL_ROUNDS = 500
 NPROC_RESERVE = 16
+FILE_TIMEOUT_S = 600
 
 
 def main() -> None:
@@ -49,10 +50,10 @@ class Agent:
     """Serves requests; remembers the sessions it started so that it can kill them."""
 
     def __init__(self, config: dict) -> None:
-        if config.get("uid") is not None:  # leave root for the uid lent to this sandbox
-            os.setgroups([])
-            os.setgid(config["uid"])
-            os.setuid(config["uid"])
+        uid = config.get("uid")
+        # commands and file copies run as the sandbox's user; the agent itself stays out of
+        # their reach (they cannot signal it nor write its control folder)
+        self.as_user: dict = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
         self.ctl = config["ctl"]
         self.own_pid_ns = bool(config.get("own_pid_ns"))
         self.clear_dirs = list(config.get("clear_dirs", []))
@@ -91,7 +92,7 @@ class Agent:
             proc = subprocess.Popen(
                 ["bash", "-c", request["cmd"]], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 cwd=request["cwd"], env=request["env"], start_new_session=True,
-                preexec_fn=self.limit_child if self.nproc else None,
+                preexec_fn=self.limit_child if self.nproc else None, **self.as_user,
             )
         self.sessions.add(proc.pid)
         timed_out = not wait_exit(proc, request["timeout_s"])
@@ -106,24 +107,35 @@ class Agent:
         resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc, self.nproc))
 
     def op_put(self, request: dict) -> dict:
-        path = request["path"]
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        shutil.copyfile(request["src"], path)
-        os.chmod(path, request["mode"])
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"'
+        with open(request["src"], "rb") as src:
+            self.run_as_user([script, request["path"], f"{request['mode']:o}"], stdin=src)
         return {}
 
     def op_get(self, request: dict) -> dict:
-        path = request["path"]
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no regular file at {path}")
-        shutil.copyfile(path, request["dst"])
+        script = 'test -f "$1" || { echo "no regular file at $1" >&2; exit 2; }; exec cat -- "$1"'
+        with open(request["dst"], "wb") as dst:
+            self.run_as_user([script, request["path"]], stdout=dst)
         return {}
 
     def op_reset(self, request: dict) -> dict:
         self.kill_others()
-        for folder in [request["workdir"], *self.clear_dirs]:
-            empty_folder(folder)
+        script = 'for d in "$@"; do cd -- "$d" 2>/dev/null && rm -rf -- * .[!.]* ..?*; done; true'
+        self.run_as_user([script, request["workdir"], *self.clear_dirs])
         return {}
+
+    def run_as_user(self, args: list, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL) -> None:
+        """Runs ``bash -c args[0] _ args[1:]`` as the sandbox's user.
+
+        Raises:
+            OSError: it failed; the message is its stderr.
+        """
+        done = subprocess.run(
+            ["bash", "-c", args[0], "gymfleet", *args[1:]], stdin=stdin, stdout=stdout,
+            stderr=subprocess.PIPE, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout=FILE_TIMEOUT_S, **self.as_user)
+        if done.returncode != 0:
+            raise OSError(done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}")
 
     def kill_others(self) -> None:
         """Kills every process of the sandbox except pid 1 and the agent itself."""
@@ -160,51 +172,52 @@ def wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
 
 
 def kill_where(match) -> None:
-    """SIGKILLs the live processes ``match(pid, session_id)`` selects until none is left.
+    """SIGKILLs the processes ``match(pid, session_id)`` selects until none is left, then waits
+    (briefly) until pid 1 has reaped them, so that no zombie of theirs shows in ``ps``.
 
     Several rounds, because a process may fork between the scan and the kill (fork bombs).
     """
+    me = os.getpid()
     for _ in range(KILL_ROUNDS):
-        victims = [pid for pid, sid in live_processes() if match(pid, sid)]
+        victims = [p.pid for p in scan_processes() if p.state != "Z" and match(p.pid, p.sid)]
         if not victims:
-            return
+            break
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.005)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and any(
+            p.state == "Z" and p.ppid != me and match(p.pid, p.sid) for p in scan_processes()):
+        time.sleep(0.01)
 
 
-def live_processes() -> list[tuple[int, int]]:
-    """(pid, session id) of every process /proc shows that is not a zombie."""
+class Proc:
+    """One /proc entry: pid, state letter, parent pid, session id."""
+
+    __slots__ = ("pid", "state", "ppid", "sid")
+
+    def __init__(self, pid: int, fields: list) -> None:
+        self.pid = pid
+        self.state = fields[0].decode()
+        self.ppid = int(fields[1])
+        self.sid = int(fields[3])
+
+
+def scan_processes() -> list:
+    """Every process /proc shows (zombies included)."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
+                found.append(Proc(int(name), f.read().rsplit(b")", 1)[1].split()))
+        except (OSError, IndexError, ValueError):
             continue
-        if fields[0] not in (b"Z", b"X"):
-            found.append((int(name), int(fields[3])))
     return found
-
-
-def empty_folder(folder: str) -> None:
-    """Removes everything inside ``folder``, keeping the folder."""
-    if not os.path.isdir(folder):
-        return
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 if __name__ == "__main__":

@@ -264,8 +264,7 @@ class LocalSandbox:
         if self._launch.uid_range is not None:
             self._uid = lease_uid(self._launch.uid_lock_dir, *self._launch.uid_range)
             uid = self._uid.uid
-            for path in (host_dir / "work", host_dir / "ctl", host_dir / "ctl" / "local_agent.py"):
-                os.chown(path, uid, uid)
+            os.chown(host_dir / "work", uid, uid)
             _write_user_files(host_dir, uid)
         self._record = SandboxRecord(
             sandbox_id=self.sandbox_id, run_id=self.labels.run_id,

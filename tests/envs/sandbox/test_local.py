@@ -142,3 +142,11 @@ async def test_open_sandbox_by_name(bwrap_available: bool) -> None:
     assert isinstance(get_backend("local"), LocalBackend)
     async with open_sandbox(SandboxSpec(), backend="local") as sb:
         assert (await sb.exec("echo via factory")).stdout == "via factory\n"
+
+
+async def test_commands_cannot_kill_the_agent_or_touch_its_files(sandbox: LocalSandbox) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the agent runs apart from the commands' user only when gymfleet runs as root")
+    hostile = await sandbox.exec("kill -9 -1; pkill -9 python3; echo x > /.gymfleet/evil")
+    assert hostile.exit_code != 0
+    assert (await sandbox.exec("echo survived")).stdout == "survived\n"
