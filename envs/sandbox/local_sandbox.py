@@ -113,6 +113,11 @@ class LocalSandbox:
             log.warning(
                 "UNISOLATED local sandbox %s: bubblewrap is unavailable, commands run as plain "
                 "subprocesses of this host with its permissions", self.sandbox_id)
+        workdir = posixpath.normpath(self.spec.workdir)
+        if not posixpath.isabs(workdir) or workdir == "/" or workdir == self._launch.ctl_mount:
+            raise SandboxStartError(
+                f"spec.workdir {self.spec.workdir!r} cannot be a sandbox's workdir: give an "
+                "absolute folder other than / (e.g. /app)")
         try:
             self._prepare_host_dir()
             self._spawn()
@@ -123,6 +128,9 @@ class LocalSandbox:
             raise SandboxStartError(
                 f"local sandbox {self.sandbox_id} did not start: {exc}. {detail}".strip()
             ) from exc
+        except BaseException:  # cancelled while starting: leave nothing behind
+            await self.close()
+            raise
 
     async def exec(
         self,
