@@ -30,6 +30,8 @@ import time
 KILL_ROUNDS = 500
 NPROC_RESERVE = 16
 FILE_TIMEOUT_S = 600
+TRIM_EVERY_S = 0.5
+TRIM_SLACK_BYTES = 32 << 20
 
 
 def main() -> None:
@@ -94,8 +96,9 @@ class Agent:
                 cwd=request["cwd"], env=request["env"], start_new_session=True,
                 preexec_fn=self.limit_child if self.nproc else None, **self.as_user,
             )
-        self.sessions.add(proc.pid)
-        timed_out = not wait_exit(proc, request["timeout_s"])
+            self.sessions.add(proc.pid)
+            trimmers = [Trimmer(f.fileno(), request.get("keep_bytes", 1 << 20)) for f in (out, err)]
+            timed_out = not wait_exit(proc, request["timeout_s"], trimmers)
         if timed_out:
             kill_where(lambda pid, sid: sid == proc.pid)
             proc.wait()
@@ -148,27 +151,70 @@ class Agent:
         self.sessions.clear()
 
 
-def wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Waits for ``proc`` to exit, at most ``timeout_s``; True when it did.
+def wait_exit(proc: subprocess.Popen, timeout_s: float, trimmers: list) -> bool:
+    """Waits for ``proc`` to exit, at most ``timeout_s``; True when it did. Trims the output
+    files every ``TRIM_EVERY_S`` meanwhile.
 
     A pidfd wakes up the moment the process exits (``Popen.wait(timeout)`` polls with sleeps
     of up to 50 ms, which would add to every command's latency).
     """
+    deadline = time.monotonic() + timeout_s
     try:
         pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # old kernel or Python: fall back to polling
-        try:
-            proc.wait(timeout=timeout_s)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
+    except (AttributeError, OSError):  # old kernel or Python: poll
+        pidfd = None
     try:
-        ready, _, _ = select.select([pidfd], [], [], max(timeout_s, 0))
+        while True:
+            slice_s = min(deadline - time.monotonic(), TRIM_EVERY_S)
+            if slice_s <= 0:
+                return False
+            if pidfd is None:
+                try:
+                    proc.wait(timeout=slice_s)
+                    return True
+                except subprocess.TimeoutExpired:
+                    pass
+            elif select.select([pidfd], [], [], slice_s)[0]:
+                proc.wait()
+                return True
+            for trimmer in trimmers:
+                trimmer.trim()
     finally:
-        os.close(pidfd)
-    if ready:
-        proc.wait()
-    return bool(ready)
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+class Trimmer:
+    """Keeps an output file's disk use bounded while a command writes gigabytes to it.
+
+    Frees (punches a hole in) the middle of the file, past the head the host keeps, once more
+    than ``TRIM_SLACK_BYTES`` piled up there. The file keeps its size (the host reports it) and
+    reads back the same head and tail.
+    """
+
+    def __init__(self, fd: int, keep_bytes: int) -> None:
+        self.fd = fd
+        self.keep_bytes = keep_bytes
+        self.punched_to = -(-(keep_bytes // 2) // 4096) * 4096
+
+    def trim(self) -> None:
+        end = (os.fstat(self.fd).st_size - self.keep_bytes) // 4096 * 4096
+        if end - self.punched_to < TRIM_SLACK_BYTES:
+            return
+        if punch_hole(self.fd, self.punched_to, end - self.punched_to):
+            self.punched_to = end
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """fallocate(PUNCH_HOLE | KEEP_SIZE); False when the file system cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        return libc.fallocate(fd, 3, offset, length) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def kill_where(match) -> None:

@@ -147,7 +147,8 @@ class LocalSandbox:
         command_env = {**self._base_env(), **self.spec.env, **(env or {})}
         reply = await self._request(
             "exec", timeout_s + AGENT_GRACE_S, rid=rid,
-            cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s)
+            cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s,
+            keep_bytes=self.spec.max_output_bytes)
         if "error" in reply:
             return ExecResult(126, "", f"gymfleet: cannot run the command: {reply['error']}\n",
                               time.monotonic() - started)

@@ -160,3 +160,9 @@ async def test_bad_workdir_fails_to_start_with_the_reason(
     with pytest.raises(SandboxStartError, match="workdir|nope"):
         await sb.start()
     assert sb.host_dir is None or not sb.host_dir.exists()
+
+
+async def test_endless_output_until_timeout_stays_small_on_disk(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec("yes", timeout_s=3)
+    assert result.timed_out and result.stdout_bytes > 1_000_000
+    assert result.stdout.startswith("y\ny\n") and result.stdout.endswith("y\ny\n")
