@@ -60,6 +60,8 @@ class Agent:
         self.own_pid_ns = bool(config.get("own_pid_ns"))
         self.clear_dirs = list(config.get("clear_dirs", []))
         self.sessions: set[int] = set()
+        self.running: dict[str, int] = {}
+        """exec request id -> pid (= session id) of its bash."""
         self.write_lock = threading.Lock()
         self.nproc = int(config.get("nproc", 0))
         if self.nproc:
@@ -97,13 +99,22 @@ class Agent:
                 preexec_fn=self.limit_child if self.nproc else None, **self.as_user,
             )
             self.sessions.add(proc.pid)
+            self.running[rid] = proc.pid
             trimmers = [Trimmer(f.fileno(), request.get("keep_bytes", 1 << 20)) for f in (out, err)]
             timed_out = not wait_exit(proc, request["timeout_s"], trimmers)
         if timed_out:
             kill_where(lambda pid, sid: sid == proc.pid)
             proc.wait()
+        self.running.pop(rid, None)
         return {"exit_code": proc.returncode, "timed_out": timed_out,
                 "duration_s": time.monotonic() - started}
+
+    def op_cancel(self, request: dict) -> dict:
+        """Kills the process tree of the exec request ``target`` (its caller gave up)."""
+        session = self.running.get(request["target"])
+        if session is not None:
+            kill_where(lambda pid, sid: sid == session)
+        return {}
 
     def limit_child(self) -> None:
         """Runs in the forked child before exec: commands get the plain process limit."""

@@ -145,10 +145,15 @@ class LocalSandbox:
         rid = uuid.uuid4().hex
         started = time.monotonic()
         command_env = {**self._base_env(), **self.spec.env, **(env or {})}
-        reply = await self._request(
-            "exec", timeout_s + AGENT_GRACE_S, rid=rid,
-            cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s,
-            keep_bytes=self.spec.max_output_bytes)
+        try:
+            reply = await self._request(
+                "exec", timeout_s + AGENT_GRACE_S, rid=rid,
+                cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s,
+                keep_bytes=self.spec.max_output_bytes)
+        except asyncio.CancelledError:  # the caller gave up: so does the command
+            if self._channel is not None and not self._closed:
+                self._channel.notify("cancel", target=rid)
+            raise
         if "error" in reply:
             return ExecResult(126, "", f"gymfleet: cannot run the command: {reply['error']}\n",
                               time.monotonic() - started)

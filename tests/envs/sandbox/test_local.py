@@ -166,3 +166,14 @@ async def test_endless_output_until_timeout_stays_small_on_disk(sandbox: LocalSa
     result = await sandbox.exec("yes", timeout_s=3)
     assert result.timed_out and result.stdout_bytes > 1_000_000
     assert result.stdout.startswith("y\ny\n") and result.stdout.endswith("y\ny\n")
+
+
+async def test_cancelled_exec_kills_its_command(sandbox: LocalSandbox) -> None:
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(1):
+            await sandbox.exec("sleep 100", timeout_s=60)
+    for _ in range(50):
+        if "sleep" not in (await sandbox.exec("ps -eo comm=")).stdout:
+            break
+        await asyncio.sleep(0.1)
+    assert "sleep" not in (await sandbox.exec("ps -eo comm=")).stdout
