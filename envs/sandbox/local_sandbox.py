@@ -73,7 +73,12 @@ class LocalSandbox:
     """A sandbox on this machine; see :mod:`gymfleet.envs.sandbox.local`.
 
     Use as ``async with backend.create(spec) as sb``. Implements
-    :class:`~gymfleet.envs.sandbox.base.Sandbox`, plus :meth:`reset` for pools.
+    :class:`~gymfleet.envs.sandbox.base.Sandbox`, plus :meth:`reset` for pools. Several
+    ``exec`` calls may run at once. Any event loop may drive it (one at a time).
+
+    Lifetime: the sandbox dies with the *thread* that started it (``--die-with-parent`` follows
+    the forking thread), so start it from a long-lived thread, e.g. the event loop's, not from
+    a short-lived worker thread.
     """
 
     def __init__(self, spec: SandboxSpec, labels: SandboxLabels, launch: Launch) -> None:

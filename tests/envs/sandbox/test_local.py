@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 import pytest
 
@@ -127,11 +128,12 @@ def test_usable_across_event_loops(local_backend: LocalBackend) -> None:
 
 async def test_user_home_tmp_and_host_python(local_backend: LocalBackend) -> None:
     async with local_backend.create(SandboxSpec()) as a, local_backend.create(SandboxSpec()) as b:
-        script = "id -u; whoami; touch /tmp/t ~/h && echo writable; python3 -m pytest --version"
+        script = ("id -u; whoami; touch /tmp/t ~/h && echo writable; "
+                  "python3 -c 'import sys, pytest; print(sys.prefix)'")
         first, second = await a.exec(script), await b.exec(script)
         assert first.ok, first.stderr
-        uid, name, writable = first.stdout.split("\n")[:3]
-        assert writable == "writable" and "pytest" in first.stdout + first.stderr
+        uid, name, writable, prefix = first.stdout.split("\n")[:4]
+        assert writable == "writable" and prefix == sys.prefix
         if os.geteuid() == 0:  # each sandbox runs as a uid of its own
             assert name == "sandbox" and uid != second.stdout.split("\n")[0]
 
