@@ -47,6 +47,8 @@ class TextItem(BaseModel):
     """Pixels inside the shown box that change when the glyphs are made transparent."""
     ink_density: float
     """``ink_px`` over the shown box area."""
+    inkless_fraction: float = 0.0
+    """Share of the shown box's stretches (two font sizes wide) that paint no ink."""
     contrast: float
     """WCAG contrast ratio of the text colour against the median background behind it."""
     hidden_reason: str | None

@@ -47,6 +47,9 @@ class RenderConfig(BaseModel):
     """A pixel is ink when some channel changes by at least this much (0-255)."""
     min_ink_density: float = 0.02
     """Visible text changes at least this share of its box's pixels."""
+    max_inkless_fraction: float = 0.1
+    """Visible text paints ink in all but this share of its stretches two font sizes wide (so
+    covering most of a line and leaving a few words showing does not pass)."""
     min_shown_fraction: float = 0.98
     """Visible text has at least this share of its box inside the frame and its clips."""
     executable_path: str | None = None
@@ -192,6 +195,8 @@ class DeckRenderer:
         font_px = float(t["font_px"])
         heights = [h for _, _, _, h in rects if h > 0]
         eff_font = min(font_px, statistics.median(heights) / 1.15) if heights else 0.0
+        chunks = [c for r in shown_rects for c in _chunks(r, 2 * max(eff_font, 8.0))]
+        inkless = sum(_box_sum(ink_sum, c) < self.config.min_ink_density * _area(c) for c in chunks)
         n_chars = max(len(t["text"]), 1)
         width = sum(w for _, _, w, _ in rects)
         fields = dict(
@@ -203,6 +208,7 @@ class DeckRenderer:
             char_width_ratio=width / n_chars / eff_font if eff_font > 0 else 0.0,
             shown_fraction=shown / area if area > 0 else 0.0,
             ink_px=int(ink_px), ink_density=ink_px / shown if shown > 0 else 0.0,
+            inkless_fraction=inkless / len(chunks) if chunks else 1.0,
             contrast=_contrast(t["color"], t["opacity"], empty, shown_rects),
         )
         fields["hidden_reason"] = self._hidden_reason(fields, area, in_frame)
@@ -224,6 +230,8 @@ class DeckRenderer:
             return "clipped by overflow" if f["shown_fraction"] <= 0 else "cut off by overflow clipping"
         if f["ink_density"] < cfg.min_ink_density:
             return "paints no ink (transparent, background colour, or covered)"
+        if f["inkless_fraction"] > cfg.max_inkless_fraction:
+            return f"{f['inkless_fraction']:.0%} of it paints no ink (partly covered or faded)"
         return None
 
 
@@ -255,6 +263,15 @@ def _box_sum(ink_sum: np.ndarray, r: Rect) -> int:
     if x1 <= x0 or y1 <= y0:
         return 0
     return int(ink_sum[y1, x1] - ink_sum[y0, x1] - ink_sum[y1, x0] + ink_sum[y0, x0])
+
+
+def _chunks(r: Rect, width_px: float) -> list[Rect]:
+    """``r`` cut into equal stretches about ``width_px`` wide (at least one if it has area)."""
+    if r[2] < 1 or r[3] < 1:
+        return []
+    n = max(1, round(r[2] / width_px))
+    w = r[2] / n
+    return [(r[0] + i * w, r[1], w, r[3]) for i in range(n)]
 
 
 def _line_pitch(rects: list[Rect]) -> float | None:

@@ -40,6 +40,9 @@ HIDING_CSS: dict[str, str] = {
     "pushed_below_frame": "section.slide { overflow: visible !important; } .body { position: absolute; top: 900px; }",
     "clipped_by_overflow": ".body { flex: none; height: 0; overflow: hidden; }",
     "clip_path": ".body { clip-path: inset(50%); }",
+    "mostly_covered": WHITE + " .body li, .body .caption { position: relative; }"
+    " .body li::after, .body .caption::after { content: ''; position: absolute; top: 0; bottom: 0;"
+    " left: 5em; right: -40px; background: #ffffff; }",
     "covered_by_box": WHITE + " .body { position: relative; }"
     " .body::after { content: ''; position: absolute; inset: -20px; background: #ffffff; }",
     "scaled_to_nothing": ".body { transform: scale(0.03); }",
