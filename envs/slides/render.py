@@ -12,6 +12,7 @@ with every glyph made transparent; the pixels that differ are the text's ink, wh
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import re
@@ -43,6 +44,8 @@ class RenderConfig(BaseModel):
     """Larger decks are refused with a report error."""
     timeout_s: float = 30.0
     """Per page operation (load, measure, screenshot)."""
+    deck_timeout_s: float = 120.0
+    """Whole deck; a deck that takes longer (pathological CSS) is a report error, scored 0."""
     min_ink_delta: int = 40
     """A pixel is ink when some channel changes by at least this much (0-255)."""
     min_ink_density: float = 0.02
@@ -121,7 +124,9 @@ class DeckRenderer:
             The report; ``report.error`` says why when the deck could not be rendered at all.
 
         Raises:
-            RenderError: Chromium failed (infrastructure, not the deck's fault).
+            RenderError: Chromium could not start or died (infrastructure, not the deck's
+                fault). A deck that breaks its page while Chromium lives on (navigates away,
+                exceeds ``deck_timeout_s``) gives a report with ``error`` set instead.
         """
         cfg = self.config
         t0 = time.monotonic()
@@ -129,20 +134,31 @@ class DeckRenderer:
             return RenderReport(width_px=cfg.width_px, height_px=cfg.height_px, n_slides=0,
                                 error=f"deck is larger than {cfg.max_html_bytes} bytes")
         await self.start()
-        context = await self._browser.new_context(
-            viewport={"width": cfg.width_px, "height": cfg.height_px},
-            device_scale_factor=1, java_script_enabled=False,
-        )
+        try:
+            context = await self._browser.new_context(
+                viewport={"width": cfg.width_px, "height": cfg.height_px},
+                device_scale_factor=1, java_script_enabled=False,
+            )
+        except Exception as exc:  # Playwright's Error: the browser is gone
+            raise RenderError(f"Chromium failed to open a page: {exc}") from exc
         try:
             context.set_default_timeout(cfg.timeout_s * 1000)
             await context.route(re.compile(r"^(?!data:).*"), lambda route: route.abort())
             page = await context.new_page()
-            await page.set_content(html, wait_until="load")
-            report = await self._render_page(page, png_dir)
-        except RenderError:
-            raise
-        except Exception as exc:  # Playwright's Error and TimeoutError: the browser, not the deck
-            raise RenderError(f"Chromium failed to render the deck: {exc}") from exc
+            navigations: list[str] = []
+            page.on("framenavigated", lambda frame: navigations.append(frame.url))
+            async with asyncio.timeout(cfg.deck_timeout_s):
+                await page.set_content(html, wait_until="load")
+                await page.evaluate("window.stop()")  # cancels a pending <meta http-equiv=refresh>
+                if navigations:
+                    raise RuntimeError(f"the deck navigated away to {navigations[-1][:100]}")
+                report = await self._render_page(page, png_dir)
+        except Exception as exc:  # Playwright's Error, TimeoutError: whose fault depends on the browser
+            if not self._browser.is_connected():
+                raise RenderError(f"Chromium died while rendering the deck: {exc}") from exc
+            # The browser is fine, so the deck broke the page (navigated away, too slow to paint).
+            report = RenderReport(width_px=cfg.width_px, height_px=cfg.height_px, n_slides=0,
+                                  error=f"the deck could not be rendered: {type(exc).__name__}: {exc}"[:500])
         finally:
             await context.close()
         report.render_s = time.monotonic() - t0
@@ -165,12 +181,14 @@ class DeckRenderer:
             png_path = None
             if png_dir is not None:
                 png_path = png_dir / f"slide-{index + 1:02d}.png"
-                png_path.write_bytes(shot)
-            report.slides.append(self._slide(index, measured, shot, bare, png_path))
+            # Decoding and diffing take tens of ms per slide: off the event loop.
+            report.slides.append(await asyncio.to_thread(self._slide, index, measured, shot, bare, png_path))
         return report
 
     def _slide(self, index: int, m: dict[str, Any], shot: bytes, bare: bytes,
                png_path: Path | None) -> SlideRender:
+        if png_path is not None:
+            png_path.write_bytes(shot)
         full, empty = _decode(shot), _decode(bare)
         ink = (np.abs(full - empty).max(axis=2) >= self.config.min_ink_delta).astype(np.int32)
         ink_sum = np.pad(ink.cumsum(0).cumsum(1), ((1, 0), (1, 0)))

@@ -71,3 +71,15 @@ async def test_hiding_a_point_never_beats_leaving_it_out(renderer, briefs) -> No
     assert omitted_card.by_name()["required_points"].score == pytest.approx(0.75)
     assert hidden_card.by_name()["required_points"].score == pytest.approx(0.75)
     assert hidden_card.reward < omitted_card.reward
+
+
+@session_loop
+async def test_a_deck_that_navigates_away_is_a_report_error_not_a_crash(renderer, briefs) -> None:
+    html = '<meta http-equiv="refresh" content="0; url=http://example.com/">' + gold_deck(BRIEF)
+    report = await renderer.render(html)
+    card = score_deck(report, briefs[BRIEF])
+    assert card.reward < 0.5
+    delayed = await renderer.render('<meta http-equiv="refresh" content="1">' + gold_deck(BRIEF))
+    assert score_deck(delayed, briefs[BRIEF]).reward == 1.0  # the pending refresh is cancelled
+    empty = await renderer.render("not html at all")
+    assert empty.n_slides == 0 and score_deck(empty, briefs[BRIEF]).reward == 0.0
