@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,10 @@ class SlidesEnvConfig(BaseModel):
 
     sandbox: str = "auto"
     """Sandbox backend: ``auto`` (Docker when a daemon answers, else local), ``docker``, ``local``."""
-    image: str = "gymfleet/base:latest"
-    """Docker image of the sandbox (needs only bash); the local backend ignores it."""
+    image: str = "base"
+    """Docker image of the sandbox (needs only bash): a folder under ``images/``, built when
+    missing and used by its content-hash tag, or a full reference containing ``:``. The local
+    backend ignores it."""
     briefs_dir: Path | None = None
     """Folder of ``<id>.yaml`` briefs and ``gold/<id>.html``; the shipped 20 by default."""
     runs_dir: Path = Path("runs/slides")
@@ -109,6 +112,7 @@ class SlidesEnv(AgentEnv):
         self._own_renderer = renderer is None
         self._renderer = renderer or DeckRenderer(RenderConfig(executable_path=self.config.chromium))
         self._episode: _Episode | None = None
+        self._image_tag: str | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -130,7 +134,7 @@ class SlidesEnv(AgentEnv):
         await self._close_episode()
         brief = self._pick(seed, options)
         rollout_id = uuid.uuid4().hex[:12]
-        spec = SandboxSpec(image=self.config.image)
+        spec = SandboxSpec(image=await self._image())
         sandbox = self.backend.create(spec, SandboxLabels(run_id=self.config.run_id, rollout_id=rollout_id))
         try:
             await sandbox.start()
@@ -185,6 +189,21 @@ class SlidesEnv(AgentEnv):
             return self.briefs[instance_id]
         index = seed if seed is not None else int(self.np_random.integers(len(ids)))
         return self.briefs[ids[index % len(ids)]]
+
+    async def _image(self) -> str:
+        """The sandbox image; on Docker, ``images/<image>`` is built first if missing."""
+        name = self.config.image
+        if ":" in name:
+            return name
+        if self.backend.name != "docker":
+            return f"gymfleet/{name}:latest"
+        if self._image_tag is not None:
+            return self._image_tag
+        from gymfleet.envs.images import ensure_image  # needs the docker SDK and a daemon
+
+        tag = await asyncio.to_thread(ensure_image, name)
+        self._image_tag = tag
+        return tag
 
     def _run_dir(self, ep: _Episode) -> Path:
         return self.config.runs_dir / f"{ep.brief.id}-{ep.rollout_id}"

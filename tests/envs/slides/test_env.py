@@ -88,3 +88,15 @@ def test_cli_rollout_gold_leaves_pngs(bwrap_available, chromium_path, tmp_path) 
     assert result.exit_code == 0, result.output
     assert "reward 1" in result.output
     assert len(list(runs.glob("river-cleanup-*/slide-*.png"))) == 5
+
+
+@pytest.mark.docker
+@session_loop
+async def test_gold_on_a_docker_sandbox(renderer, docker_available, tmp_path) -> None:
+    env = SlidesEnv(sandbox="docker", renderer=renderer, runs_dir=str(tmp_path / "runs"))
+    _, info = await env.reset_async(options={"instance_id": "incident-postmortems"})
+    assert info["sandbox"] == "docker" and info["isolated"]
+    episode = await run_episode(env, env.gold_policy(), instance_id="incident-postmortems")
+    await env.close_async()
+    assert episode.reward >= 0.9
+    assert len(list((tmp_path / "runs").glob("incident-postmortems-*/slide-*.png"))) == 4
