@@ -38,6 +38,10 @@ WEIGHTS: dict[str, float] = {
 its content scores below 0.5 however tidy its layout."""
 
 
+MAX_DETAIL_CHARS = 1200
+"""A check's detail is cut here (it goes into every render report the agent reads)."""
+
+
 class CheckConfig(BaseModel):
     """Thresholds of the checks (CSS px of the 1280x720 frame)."""
 
@@ -213,7 +217,9 @@ def _per_slide(report: RenderReport, problems: Callable[[SlideRender], list[str]
         found = problems(s) if has_content(s, cfg) else ["no legible text on the slide"]
         if found:
             bad.append(f"slide {s.index + 1}: " + "; ".join(found[:3]))
-    return 1 - len(bad) / len(report.slides), "; ".join(bad) or "ok"
+    detail = "; ".join(bad) or "ok"
+    return 1 - len(bad) / len(report.slides), detail if len(detail) <= MAX_DETAIL_CHARS else (
+        detail[:MAX_DETAIL_CHARS] + f" [... {len(bad)} slides in all]")
 
 
 def check_slide_count(report: RenderReport, brief: Brief, cfg: CheckConfig) -> tuple[float, str]:

@@ -160,7 +160,8 @@ class SlidesEnv(AgentEnv):
             ep.n_renders += 1
             report, card = await self._render(ep, self._run_dir(ep) / f"render-{ep.n_renders:02d}")
             info.update(reward_if_submitted=card.reward, png_dir=_png_dir(report))
-            return render_text(report, card, self.check_config), 0.0, False, False, info
+            text = render_text(report, card, self.check_config)
+            return _cut(text, self.config.max_observation_chars), 0.0, False, False, info
         if isinstance(parsed, Submit):
             return await self._submit(ep, info)
         info["malformed"] = parsed.reason
@@ -234,13 +235,18 @@ class SlidesEnv(AgentEnv):
             checks={c.name: {"score": c.score, "weight": c.weight, "detail": c.detail} for c in card.checks},
         )
         where = f" Slides as PNG: {info['png_dir']}" if info["png_dir"] else ""
-        obs = f"Submitted. Reward {card.reward:.3f}.{where}\n" + render_text(report, card, self.check_config)
+        text = render_text(report, card, self.check_config)
+        obs = _cut(f"Submitted. Reward {card.reward:.3f}.{where}\n{text}", self.config.max_observation_chars)
         return obs, card.reward, True, False, info
 
     async def _close_episode(self) -> None:
         ep, self._episode = self._episode, None
         if ep is not None:
             await ep.sandbox.close()  # idempotent: a submitted episode's sandbox is already closed
+
+
+def _cut(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else text[:max_chars] + f"\n[... {len(text) - max_chars} more characters]"
 
 
 def _png_dir(report: RenderReport) -> str | None:

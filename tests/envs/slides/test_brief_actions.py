@@ -43,3 +43,12 @@ def test_parse_action() -> None:
     assert isinstance(parse_action("I will render soon"), Malformed)
     script = "echo '```'"
     assert parse_action(bash_block(script)) == Command(script + "\n")
+
+
+async def test_oversized_deck_is_a_report_error_without_starting_chromium() -> None:
+    from gymfleet.envs.slides.render import DeckRenderer, RenderConfig
+
+    renderer = DeckRenderer(RenderConfig(max_html_bytes=100))
+    report = await renderer.render("<section class='slide'>" + "x" * 200)
+    assert report.n_slides == 0 and "larger than 100 bytes" in (report.error or "")
+    await renderer.close()
