@@ -19,6 +19,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-dev-shm-usage",
     "--hide-scrollbars",
     "--font-render-hinting=none",
 ]

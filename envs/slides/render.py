@@ -67,12 +67,18 @@ class DeckRenderer:
     """Owns one headless Chromium; renders decks on fresh pages. An async context manager.
 
     ``async with DeckRenderer() as r: report = await r.render(html, png_dir)``
+
+    Args:
+        config: rendering settings.
+        browser: a started Playwright ``Browser`` to render in (e.g. shared with the browser
+            env's host); it is used as is and never closed here. None: launch our own Chromium.
     """
 
-    def __init__(self, config: RenderConfig | None = None) -> None:
+    def __init__(self, config: RenderConfig | None = None, browser: Any = None) -> None:
         self.config = config or RenderConfig()
         self._playwright: Any = None
-        self._browser: Any = None
+        self._browser: Any = browser
+        self._owns_browser = browser is None
         self._measure_js = _script("measure.js")
         self._inkless_js = _script("inkless.js")
 
@@ -97,8 +103,8 @@ class DeckRenderer:
             raise
 
     async def close(self) -> None:
-        """Stops Chromium. Idempotent."""
-        if self._browser is not None:
+        """Stops Chromium (when launched here). Idempotent."""
+        if self._browser is not None and self._owns_browser:
             await self._browser.close()
             self._browser = None
         if self._playwright is not None:
