@@ -7,7 +7,7 @@ the cheap exploits unprofitable:
 * Text counts only when it is *visible* (see ``TextItem``) and *legible* (painted font size at
   least ``min_font_px``, contrast at least ``min_contrast``); required points are matched on
   that text only.
-* Points count only on *sound* slides: nothing cut off or outside the frame, no overlapping
+* Points count only on *sound* slides: no text cut off or outside the frame, no overlapping
   text, no inflated spacing. Content on a broken slide is not presented.
 * Layout checks pass only on slides that show legible text: the layout of nothing earns nothing.
 """
@@ -109,11 +109,16 @@ def has_content(s: SlideRender, cfg: CheckConfig) -> bool:
     return any(legible(t, cfg) for t in s.texts)
 
 
+def cut_text_problems(s: SlideRender) -> list[str]:
+    """Texts on slide ``s`` cut off or pushed out by the frame edge or a clipping ancestor."""
+    return [f"text {t.text[:40]!r} {t.hidden_reason}" for t in s.texts
+            if t.rects and t.shown_fraction < 0.98 and t.area_px >= 1 and t.visibility == "visible"]
+
+
 def frame_problems(s: SlideRender, w: int, h: int, cfg: CheckConfig) -> list[str]:
-    """What sticks out of the frame or is cut off on slide ``s``."""
+    """What sticks out of the frame or is cut off on slide ``s`` (texts and element boxes)."""
     tol = cfg.overflow_tolerance_px
-    out = [f"text {t.text[:40]!r} {t.hidden_reason}" for t in s.texts
-           if t.rects and t.shown_fraction < 0.98 and t.area_px >= 1 and t.visibility == "visible"]
+    out = cut_text_problems(s)
     for b in s.boxes:
         x, y, bw, bh = b.box
         if x < -tol or y < -tol or x + bw > w + tol or y + bh > h + tol:
@@ -199,9 +204,10 @@ def balance_problems(s: SlideRender, w: int, h: int, cfg: CheckConfig) -> list[s
     return out + spacing_problems(s, cfg)
 
 
-def sound(s: SlideRender, w: int, h: int, cfg: CheckConfig) -> bool:
-    """A slide whose content counts: fits the frame, no overlaps, spacing not inflated."""
-    return not (frame_problems(s, w, h, cfg) or overlap_problems(s, cfg) or spacing_problems(s, cfg))
+def sound(s: SlideRender, cfg: CheckConfig) -> bool:
+    """A slide whose content counts: no text cut off or out of the frame, no overlapping text,
+    spacing not inflated. (A box that merely pokes out of the frame fails ``fits_frame`` only.)"""
+    return not (cut_text_problems(s) or overlap_problems(s, cfg) or spacing_problems(s, cfg))
 
 
 CheckFn = Callable[[RenderReport, Brief, CheckConfig], tuple[float, str]]
@@ -246,9 +252,8 @@ def visible_points(report: RenderReport, brief: Brief,
     """Each required point -> the 1-based slide showing it legibly on a sound slide, or None."""
     cfg = cfg or CheckConfig()
     found: dict[str, int | None] = {p: None for p in brief.points}
-    w, h = report.width_px, report.height_px
     for s in report.slides:
-        if not sound(s, w, h, cfg):
+        if not sound(s, cfg):
             continue
         words = f" {normalize(' '.join(t.text for t in s.texts if legible(t, cfg)))} "
         for p in brief.points:

@@ -81,3 +81,15 @@ def test_empty_slides_earn_no_layout_credit_and_missing_deck_scores_zero() -> No
     assert empty.reward == pytest.approx(WEIGHTS["slide_count"])
     missing = score_deck(RenderReport(width_px=1280, height_px=720, n_slides=0, error="no deck.html"), BRIEF)
     assert missing.reward == 0.0 and all(c.detail == "no deck.html" for c in missing.checks)
+
+
+def test_a_box_poking_out_fails_fits_frame_but_keeps_its_points() -> None:
+    from gymfleet.envs.slides.records import ElementBox
+
+    s0 = good_slide(0, ["Lower costs by 12% this year", "Tests pass", "Docs"])
+    s0.boxes.append(ElementBox(tag="section", box=(8, 8, 1280, 720)))
+    s1 = good_slide(1, ["We ship weekly now", "Fewer incidents", "Happier users"])
+    s1.texts[1].shown_fraction, s1.texts[1].hidden_reason = 0.6, "cut off by the frame edge"
+    card = score_deck(report(s0, s1), BRIEF).by_name()
+    assert card["fits_frame"].score == 0.0 and "leaves the 1280x720 frame" in card["fits_frame"].detail
+    assert card["required_points"].score == 0.5  # slide 1 counts; slide 2 has cut text, so not
