@@ -28,7 +28,7 @@ class TextItem(BaseModel):
     font_px: float
     """Computed ``font-size``, CSS px."""
     effective_font_px: float
-    """Font size as painted: ``min(font_px, median line-box height / 1.15)``; transforms that
+    """Font size as painted: ``min(font_px, median line-box height / 1.1)``; transforms that
     shrink text shrink this."""
     color: str
     visibility: str

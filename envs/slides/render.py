@@ -31,6 +31,11 @@ from gymfleet.envs.slides.errors import RenderError
 from gymfleet.envs.slides.records import ElementBox, Rect, RenderReport, SlideRender, TextItem
 
 
+LINE_BOX_EM = 1.1
+"""Smallest height of a text's line box, in font sizes, among common fonts (DejaVu Sans 1.16,
+Liberation Sans 1.12): a box shorter than ``LINE_BOX_EM * font_px`` was shrunk by a transform."""
+
+
 class RenderConfig(BaseModel):
     """How decks are rendered."""
 
@@ -218,7 +223,7 @@ class DeckRenderer:
         ink_px = sum(_box_sum(ink_sum, r) for r in shown_rects)
         font_px = float(t["font_px"])
         heights = [h for _, _, _, h in rects if h > 0]
-        eff_font = min(font_px, statistics.median(heights) / 1.15) if heights else 0.0
+        eff_font = min(font_px, statistics.median(heights) / LINE_BOX_EM) if heights else 0.0
         chunks = [c for r in shown_rects for c in _chunks(r, 2 * max(eff_font, 8.0))]
         inkless = sum(_box_sum(ink_sum, c) < self.config.min_ink_density * _area(c) for c in chunks)
         n_chars = max(len(t["text"]), 1)
