@@ -7,8 +7,14 @@
   if (inkless) inkless.remove();
   const slides = Array.from(document.querySelectorAll("section.slide"));
   slides.forEach((s, i) => {
-    if (i === index) s.style.removeProperty("display");
-    else s.style.setProperty("display", "none", "important");
+    // Remember the deck's own inline display once, so that showing a slide restores it.
+    if (s.dataset.gymfleetDisplay === undefined) {
+      s.dataset.gymfleetDisplay = s.style.getPropertyValue("display") + "|" + s.style.getPropertyPriority("display");
+    }
+    const [value, priority] = s.dataset.gymfleetDisplay.split("|");
+    if (i !== index) s.style.setProperty("display", "none", "important");
+    else if (value) s.style.setProperty("display", value, priority);
+    else s.style.removeProperty("display");
   });
   document.getAnimations().forEach((a) => { try { a.finish(); } catch (e) { a.cancel(); } });
   window.scrollTo(0, 0);
