@@ -50,3 +50,5 @@ async def test_pngs_are_real_1280x720_slides(renderer, briefs, tmp_path) -> None
     assert colours is not None and len(colours) > 50  # anti-aliased text, not a blank frame
     title = [t for t in report.slides[1].texts if t.in_title]
     assert title and title[0].text == "Why clinics lose power" and title[0].visible
+    again = await renderer.render(gold_deck("solar-microgrids"))
+    assert [s.texts for s in again.slides] == [s.texts for s in report.slides]  # deterministic
