@@ -169,6 +169,23 @@ def block_gaps_em(texts: list[TextItem]) -> list[float]:
     return gaps
 
 
+def _without_footers(texts: list[TextItem]) -> list[TextItem]:
+    """``texts`` less footers: texts at the bottom of their column (nothing below them) set
+    smaller than 0.8 of the median font (a source line or page number far below the body)."""
+    if len(texts) < 3:
+        return texts
+    median_px = statistics.median(t.effective_font_px for t in texts)
+    boxes = [_union(t) for t in texts]
+
+    def footer(i: int) -> bool:
+        a = boxes[i]
+        below = any(b[1] >= a[1] + a[3] - 2 and min(a[0] + a[2], b[0] + b[2]) > max(a[0], b[0])
+                    for j, b in enumerate(boxes) if j != i)
+        return not below and texts[i].effective_font_px < 0.8 * median_px
+
+    return [t for i, t in enumerate(texts) if t.rects and not footer(i)]
+
+
 def spacing_problems(s: SlideRender, cfg: CheckConfig) -> list[str]:
     """Spacing inflated to fill the page: letters, words, lines, or gaps between blocks."""
     out = []
@@ -182,7 +199,7 @@ def spacing_problems(s: SlideRender, cfg: CheckConfig) -> list[str]:
             out.append(f"lines {t.line_pitch_px:.0f}px apart for {em:.0f}px text on {t.text[:30]!r}")
         if len(t.text) >= 8 and t.char_width_ratio > cfg.max_char_width_em:
             out.append(f"characters stretched ({t.char_width_ratio:.2f} em each) on {t.text[:30]!r}")
-    gaps = sorted(block_gaps_em([t for t in s.visible_texts if not t.in_title]))
+    gaps = block_gaps_em(_without_footers([t for t in s.visible_texts if not t.in_title]))
     if gaps and statistics.median(gaps) > cfg.max_block_gap_em:
         out.append(f"texts are {statistics.median(gaps):.1f} font sizes apart (median; at most "
                    f"{cfg.max_block_gap_em:g}): margins or gaps inflated")

@@ -93,3 +93,15 @@ def test_a_box_poking_out_fails_fits_frame_but_keeps_its_points() -> None:
     card = score_deck(report(s0, s1), BRIEF).by_name()
     assert card["fits_frame"].score == 0.0 and "leaves the 1280x720 frame" in card["fits_frame"].detail
     assert card["required_points"].score == 0.5  # slide 1 counts; slide 2 has cut text, so not
+
+
+def test_a_small_footer_far_below_is_not_inflated_spacing_but_spread_bullets_are() -> None:
+    from gymfleet.envs.slides.checks import spacing_problems
+
+    cfg = CheckConfig()
+    title = text("A title", 96, 60, font=46, title=True)
+    bullets = [text("First point in a few words", 130, 200), text("Second point in a few words", 130, 263)]
+    footer = text("Source: annual report 2025", 96, 680, font=18)
+    assert spacing_problems(slide(0, [title, *bullets, footer]), cfg) == []
+    spread = [text("First point in a few words", 130, 200), text("Second point in a few words", 130, 560)]
+    assert "inflated" in " ".join(spacing_problems(slide(0, [title, *spread]), cfg))
