@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -13,6 +14,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
 
 from gymfleet.envs.errors import (
     SandboxClosedError,
@@ -25,6 +29,8 @@ from gymfleet.envs.sandbox import get_backend
 from gymfleet.envs.sandbox.base import LABEL_RUN_ID, Sandbox, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker import DockerBackend, DockerBackendConfig, DockerSandbox
 from gymfleet.envs.sandbox.docker_exec import join_head_tail, parse_frame
+from gymfleet.envs.sandbox.output import MARKER, capture
+from gymfleet.envs.sandbox.pool import SandboxPool
 
 RUN_ID = f"test-docker-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -71,7 +77,8 @@ def test_parse_frame_head_and_tail_of_a_long_stream() -> None:
     raw = b"GYMFLEET-EXEC 0\n100 0\n" + b"H" * 4 + b"T" * 4
     frame = parse_frame(raw, head_bytes=4, tail_bytes=4)
     assert frame is not None
-    assert frame.stdout == "HHHH\n[... 92 bytes omitted of 100 ...]\nTTTT"
+    assert frame.stdout == "HHHH" + MARKER.format(total=100, omitted=92) + "TTTT"
+    assert frame.stdout == capture(b"H" * 4 + b"x" * 92 + b"T" * 4, 8)[0]
     assert frame.stdout_bytes == 100
 
 
@@ -138,7 +145,7 @@ async def test_megabytes_of_output_keep_head_tail_and_size(sandbox: DockerSandbo
     assert result.stdout_bytes == n + len("STARTEND")
     assert result.truncated
     assert result.stdout.startswith("STARTxxx") and result.stdout.endswith("xxxEND")
-    assert f"of {n + 8}" in result.stdout
+    assert f"{n + 8} bytes in all" in result.stdout
     assert len(result.stdout.encode()) < sandbox.spec.max_output_bytes + 100
 
 
@@ -301,6 +308,33 @@ async def test_gc_removes_sandboxes_of_a_sigkilled_owner(backend: DockerBackend,
     assert count_containers(backend, run_id) == 1
     assert await backend.gc(run_id=run_id) == 1
     assert count_containers(backend, run_id) == 0
+
+
+@pytest.mark.docker
+async def test_pool_reuses_a_reset_container(backend: DockerBackend, spec: SandboxSpec) -> None:
+    async with SandboxPool(backend) as pool:
+        async with pool.acquire(spec, labels()) as first:
+            first_id = first.container_id  # type: ignore[attr-defined]
+            await first.exec("echo dirty > f.txt; touch /tmp/t; (sleep 300 &)")
+        async with pool.acquire(spec, labels()) as second:
+            assert second.container_id == first_id and pool.reused == 1  # type: ignore[attr-defined]
+            listing = await second.exec("ls -A . /tmp | grep -v '^.gymfleet-exec$'")  # ours, in use
+            assert listing.stdout == ".:\n\n/tmp:\n"
+            assert "sleep 300" not in (await second.exec("ps -eo args")).stdout
+            assert (await second.exec("echo $A")).stdout == "1\n"
+    assert count_containers(backend) == 0
+
+
+@pytest.mark.docker
+def test_cli_sandbox_gc_removes_expired_sandboxes(backend: DockerBackend, spec: SandboxSpec) -> None:
+    run_id = f"{RUN_ID}-cli"
+    sb = backend.create(spec, labels(run_id, expires_at=time.time() - 1))
+    asyncio.run(sb.start())
+    result = CliRunner().invoke(app, ["sandbox", "gc", "--run-id", run_id])
+    assert result.exit_code == 0, result.output
+    assert "docker: removed 1" in result.output
+    assert count_containers(backend, run_id) == 0
+    asyncio.run(sb.close())
 
 
 @pytest.mark.docker
