@@ -1,9 +1,9 @@
 """The Docker sandbox backend: one container per sandbox, driven through the docker SDK.
 
-A container runs ``sleep infinity`` (renamed ``gymfleet-keepalive``) under Docker's init (tini, which reaps the zombies that
-agents' background jobs leave), with the spec's CPU, memory and pids limits, no network unless
-the spec asks, and ``gymfleet.*`` labels (run, rollout, expiry, owner pid, host) so that
-:meth:`DockerBackend.gc` can find what nobody owns. Commands run through the wrapper of
+A container (:mod:`~gymfleet.envs.sandbox.docker_container`) idles under Docker's init with the
+spec's CPU, memory and pids limits, no network unless the spec asks, and ``gymfleet.*`` labels
+(run, rollout, expiry, owner pid, host) so that :meth:`DockerBackend.gc` can find what nobody
+owns. Commands run through the wrapper of
 :mod:`gymfleet.envs.sandbox.docker_exec`. The SDK blocks, so every call runs in the backend's
 thread pool (sized for many concurrent sandboxes, unlike asyncio's default of cores + 4).
 """
@@ -15,8 +15,6 @@ import contextlib
 import dataclasses
 import os
 import posixpath
-import re
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,19 +31,12 @@ from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxError,
     SandboxFileError,
-    SandboxStartError,
     SandboxUnavailableError,
 )
-from gymfleet.envs.sandbox.base import (
-    LABEL_HOST,
-    LABEL_OWNER_PID,
-    ExecResult,
-    SandboxLabels,
-    SandboxSpec,
-)
+from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker_container import create_container
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
-    KEEPALIVE_ARGV,
     KILL_SCRIPT,
     RESET_SCRIPT,
     head_tail_of,
@@ -64,6 +55,7 @@ class _WrapperFailedError(Exception):
 
 
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
+_READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
 
 
 class DockerBackendConfig(BaseModel):
@@ -209,40 +201,9 @@ class DockerSandbox:
             return
         await self._backend.sweep_once()
         self.labels = self.labels.with_expiry(self.spec.ttl_s)
-        self._container = await self._backend.run_blocking(self._create_sync)
-
-    def _create_sync(self) -> Container:
-        spec = self.spec
-        labels = self.labels.as_dict() | {LABEL_OWNER_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()}
-        name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"gymfleet-{self.labels.run_id}-{self.labels.rollout_id}")
-        kwargs: dict[str, Any] = dict(
-            command=KEEPALIVE_ARGV,
-            init=True,
-            name=f"{name}-{uuid.uuid4().hex[:6]}",
-            labels=labels,
-            working_dir=spec.workdir,
-            environment=spec.env,
-            network_mode=None if spec.network else "none",
-            nano_cpus=int(spec.cpus * 1e9),
-            mem_limit=f"{spec.memory_mb}m",
-            memswap_limit=f"{spec.memory_mb}m",
-            pids_limit=spec.pids_limit,
-            detach=True,
+        self._container = await self._backend.run_blocking(
+            create_container, self._backend.client(), self.spec, self.labels
         )
-        client = self._backend.client()
-        try:
-            container = client.containers.create(spec.image, **kwargs)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxStartError(f"image {spec.image} not found: {_build_hint(spec.image)}") from exc
-        except docker.errors.APIError as exc:
-            raise SandboxStartError(f"Docker refused to create a sandbox of {spec.image}: {exc}") from exc
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            with contextlib.suppress(docker.errors.DockerException):
-                container.remove(force=True)
-            raise SandboxStartError(f"sandbox of {spec.image} did not start: {exc}") from exc
-        return container
 
     def _live(self) -> Container:
         if self._closed:
@@ -305,6 +266,10 @@ class DockerSandbox:
         except TimeoutError:
             timed_out = True
             raw, raw_err = await self._stop(container, exec_dir, run)
+        except asyncio.CancelledError:  # the caller gave up: so does the command
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._kill_group(container, exec_dir), self._backend.config.kill_grace_s)
+            raise
         duration_s = time.monotonic() - started
         frame = parse_frame(raw, head_n, tail_n)
         if frame is None and timed_out:
@@ -348,8 +313,7 @@ class DockerSandbox:
         """
         grace_s = self._backend.config.kill_grace_s
         try:
-            kill = self._backend.run_blocking(self._exec_sync, container, ["bash", "-c", KILL_SCRIPT, "kill", exec_dir], None)
-            await asyncio.wait_for(kill, grace_s)
+            await asyncio.wait_for(self._kill_group(container, exec_dir), grace_s)
             return await asyncio.wait_for(asyncio.shield(run), grace_s)
         except (TimeoutError, SandboxError):
             pass
@@ -359,12 +323,18 @@ class DockerSandbox:
         except (TimeoutError, SandboxError):
             return b"", b""
 
+    async def _kill_group(self, container: Container, exec_dir: str) -> None:
+        argv = ["bash", "-c", KILL_SCRIPT, "kill", exec_dir]
+        await self._backend.run_blocking(self._exec_sync, container, argv, None)
+
     async def _result_from_files(self, container: Container, exec_dir: str, duration_s: float) -> ExecResult:
         """The result of a command whose wrapper died with it: output read back by file copy."""
         streams = []
         for name in ("out", "err"):
+            path = f"{exec_dir}/{name}"
             try:
-                streams.append(await self.get_file(f"{exec_dir}/{name}"))
+                with file_errors("read", path):
+                    streams.append(await self._backend.run_blocking(read_regular_file, container, path, _READ_BACK_MAX_BYTES))
             except SandboxError:
                 streams.append(b"")
         return ExecResult(
@@ -424,11 +394,3 @@ class DockerSandbox:
             return
         with contextlib.suppress(docker.errors.NotFound), _docker_errors(f"remove sandbox {container.short_id}"):
             await self._backend.run_blocking(container.remove, force=True, v=True)
-
-
-def _build_hint(image: str) -> str:
-    """How to get ``image``: gymfleet's own images are built, others pulled."""
-    match = re.fullmatch(r"gymfleet/([\w.-]+)(?::[\w.-]+)?", image)
-    if match:
-        return f"build it with `gymfleet images build {match.group(1)}`"
-    return f"pull or build it (`docker pull {image}`)"

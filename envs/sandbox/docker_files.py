@@ -27,14 +27,16 @@ def file_archive(path: str, data: bytes, mode: int) -> bytes:
     return buffer.getvalue()
 
 
-def read_regular_file(container: Container, path: str) -> bytes:
+def read_regular_file(container: Container, path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at absolute ``path`` in ``container``.
 
     Raises:
-        SandboxFileError: ``path`` is a folder or not a regular file.
+        SandboxFileError: ``path`` is a folder, not a regular file, or larger than ``max_bytes``.
         docker.errors.NotFound: no such path.
     """
-    stream, _stat = container.get_archive(path)
+    stream, stat = container.get_archive(path)
+    if max_bytes is not None and int(stat.get("size", 0)) > max_bytes:
+        raise SandboxFileError(f"{path} in the sandbox has {stat['size']} bytes, more than {max_bytes} to read")
     with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
         member = tar.next()
         if member is None or not member.isfile():

@@ -26,9 +26,19 @@ from gymfleet.envs.errors import (
     SandboxUnavailableError,
 )
 from gymfleet.envs.sandbox import get_backend
-from gymfleet.envs.sandbox.base import LABEL_RUN_ID, Sandbox, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.base import (
+    LABEL_EXPIRES_AT,
+    LABEL_HOST,
+    LABEL_OWNER_PID,
+    LABEL_RUN_ID,
+    Sandbox,
+    SandboxLabels,
+    SandboxSpec,
+)
 from gymfleet.envs.sandbox.docker import DockerBackend, DockerBackendConfig, DockerSandbox
+from gymfleet.envs.sandbox.docker_container import build_hint
 from gymfleet.envs.sandbox.docker_exec import join_head_tail, parse_frame
+from gymfleet.envs.sandbox.docker_gc import is_stale
 from gymfleet.envs.sandbox.output import MARKER, capture
 from gymfleet.envs.sandbox.pool import SandboxPool
 
@@ -92,6 +102,22 @@ def test_join_head_tail_replaces_invalid_utf8() -> None:
     assert join_head_tail(b"ok\xff", b"", 3) == "ok\ufffd"
 
 
+def test_is_stale_judges_expiry_and_owner() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = {LABEL_HOST: "h1", LABEL_EXPIRES_AT: "0"}
+    assert is_stale({**here, LABEL_OWNER_PID: str(dead.pid)}, host="h1")
+    assert not is_stale({**here, LABEL_OWNER_PID: str(os.getpid())}, host="h1")
+    assert not is_stale({**here, LABEL_OWNER_PID: str(dead.pid)}, host="other-host")
+    assert is_stale({**here, LABEL_EXPIRES_AT: "100", LABEL_OWNER_PID: str(os.getpid())}, now_s=101, host="h1")
+    assert not is_stale({LABEL_RUN_ID: "x"}, host="h1")
+
+
+def test_build_hint_names_the_image_folder() -> None:
+    assert build_hint("gymfleet/terminal:1a2b") == "build it with `gymfleet images build terminal`"
+    assert "docker pull" in build_hint("python:3.12")
+
+
 def test_unreachable_daemon_names_the_fix() -> None:
     backend = DockerBackend(DockerBackendConfig(base_url="unix:///nonexistent/docker.sock"))
     assert not backend.available()
@@ -126,6 +152,16 @@ async def test_timeout_kills_the_process_tree_and_sandbox_stays_usable(sandbox: 
     ps = await sandbox.exec("ps -eo args")
     assert "sleep 100" not in ps.stdout, ps.stdout
     assert (await sandbox.exec("echo after")).stdout == "after\n"
+
+
+@pytest.mark.docker
+async def test_cancelled_exec_kills_its_command(sandbox: DockerSandbox) -> None:
+    task = asyncio.create_task(sandbox.exec("sleep 101", timeout_s=60))
+    await asyncio.sleep(1.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "sleep 101" not in (await sandbox.exec("ps -eo args")).stdout
 
 
 @pytest.mark.docker
