@@ -270,6 +270,17 @@ async def assert_recovered(sb: DockerSandbox) -> None:
 
 
 @pytest.mark.docker
+async def test_container_carries_the_spec_limits_and_labels(backend: DockerBackend, sandbox: DockerSandbox) -> None:
+    attrs = backend.client().api.inspect_container(sandbox.container_id)
+    host_config, labels_ = attrs["HostConfig"], attrs["Config"]["Labels"]
+    assert host_config["Memory"] == 256 * 2**20 and host_config["MemorySwap"] == 256 * 2**20
+    assert host_config["NanoCpus"] == 10**9 and host_config["PidsLimit"] == 128
+    assert host_config["NetworkMode"] == "none" and host_config["Init"] is True
+    assert labels_[LABEL_RUN_ID] == RUN_ID and labels_[LABEL_OWNER_PID] == str(os.getpid())
+    assert float(labels_[LABEL_EXPIRES_AT]) > time.time() + 3000  # spec.ttl_s = 3600
+
+
+@pytest.mark.docker
 async def test_close_is_idempotent_and_removes_the_container(backend: DockerBackend, spec: SandboxSpec) -> None:
     sb = backend.create(spec, labels())
     await sb.start()
