@@ -62,6 +62,8 @@ class BaseImageConfig(BaseModel):
     """Extra packages installed into the base."""
     drop_paths: list[str] = []
     """Paths (relative to the rootfs, globs allowed) deleted before import, to keep it small."""
+    env: dict[str, str] = {}
+    """Environment variables of the image (``ENV`` on import): PATH, locale, pip retries."""
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,7 @@ class ImageBuilder:
             subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True)
             repository, _, version = tag.partition(":")
             changes = [
-                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "ENV LANG=C.UTF-8",
+                *(f"ENV {key}={value}" for key, value in config.env.items()),
                 'CMD ["bash"]',
                 *(f"LABEL {key}={value}" for key, value in self._labels(image, tag).items()),
             ]
