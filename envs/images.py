@@ -331,6 +331,10 @@ def _unmount_under(root: Path) -> None:
 def ensure_image(name: str, force: bool = False, images_dir: Path | None = None, log: Log | None = None) -> str:
     """Builds ``images/<name>`` (and its parents) if its current tag is missing; returns the tag.
 
+    Blocking (seconds when built, minutes when not): from async code use
+    ``await asyncio.to_thread(ensure_image, name)``. Use the returned tag rather than
+    ``gymfleet/<name>:latest``, which follows whichever build ran last on the daemon.
+
     Raises:
         ImageBuildError: the daemon is unreachable or the build failed (message ends with the
             build log's tail).
