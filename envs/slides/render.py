@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import re
 import statistics
@@ -110,7 +111,8 @@ class DeckRenderer:
     async def close(self) -> None:
         """Stops Chromium (when launched here). Idempotent."""
         if self._browser is not None and self._owns_browser:
-            await self._browser.close()
+            with contextlib.suppress(Exception):  # already dead
+                await self._browser.close()
             self._browser = None
         if self._playwright is not None:
             await self._playwright.stop()
@@ -144,6 +146,8 @@ class DeckRenderer:
         if len(html.encode()) > cfg.max_html_bytes:
             return RenderReport(width_px=cfg.width_px, height_px=cfg.height_px, n_slides=0,
                                 error=f"deck is larger than {cfg.max_html_bytes} bytes")
+        if self._owns_browser and self._browser is not None and not self._browser.is_connected():
+            await self.close()  # Chromium died (killed, crashed): start a fresh one
         await self.start()
         try:
             context = await self._browser.new_context(
@@ -171,7 +175,8 @@ class DeckRenderer:
             report = RenderReport(width_px=cfg.width_px, height_px=cfg.height_px, n_slides=0,
                                   error=f"the deck could not be rendered: {type(exc).__name__}: {exc}"[:500])
         finally:
-            await context.close()
+            with contextlib.suppress(Exception):  # a dead browser cannot close its context
+                await context.close()
         report.render_s = time.monotonic() - t0
         return report
 

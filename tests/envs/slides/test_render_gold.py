@@ -52,3 +52,13 @@ async def test_pngs_are_real_1280x720_slides(renderer, briefs, tmp_path) -> None
     assert title and title[0].text == "Why clinics lose power" and title[0].visible
     again = await renderer.render(gold_deck("solar-microgrids"))
     assert [s.texts for s in again.slides] == [s.texts for s in report.slides]  # deterministic
+
+
+@session_loop
+async def test_a_dead_chromium_is_restarted_for_the_next_deck(chromium_path) -> None:
+    from gymfleet.envs.slides.render import DeckRenderer, RenderConfig
+
+    async with DeckRenderer(RenderConfig(executable_path=chromium_path)) as renderer:
+        await renderer._browser.close()  # as if Chromium had crashed
+        report = await renderer.render(gold_deck("incident-postmortems"))
+    assert report.error is None and report.n_slides == 4
