@@ -28,7 +28,7 @@ NAMESPACE = "gymfleet"
 
 # (env id, "module:Class", max_episode_steps or None, kwargs). Env families add their line here.
 BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
-    ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", 30, {}),
+    ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
 ]
 
 

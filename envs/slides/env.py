@@ -43,6 +43,8 @@ class SlidesEnvConfig(BaseModel):
     next to the submitted ``deck.html``) and to ``render-KK/`` under it (each ``render``)."""
     run_id: str = "adhoc"
     """Label put on every sandbox, so that a run's leftovers can be reaped."""
+    max_turns: int = 30
+    """At this many turns the deck as it stands is scored and the episode is truncated."""
     command_timeout_s: float = 60.0
     """Limit of one bash block."""
     max_observation_chars: int = 12_000
@@ -57,6 +59,7 @@ class _Episode:
     sandbox: Sandbox
     rollout_id: str
     n_renders: int = 0
+    turn: int = 0
     done: bool = False
 
 
@@ -88,8 +91,8 @@ class SlidesEnv(AgentEnv):
     text on sound slides counts; ``info["checks"]`` has each check's score and detail.
 
     ## Episode end
-    Terminated on ``submit``. Truncation (turn limit) is the ``TimeLimit`` wrapper's
-    (``max_episode_steps`` of the registration) or the caller's.
+    Terminated on ``submit``. Truncated after ``max_turns`` turns; the deck as it stands is
+    scored then, so the last step carries the reward either way.
 
     ## Arguments
     See :class:`SlidesEnvConfig`; ``sandbox`` may also be a ``SandboxBackend`` object, and
@@ -150,22 +153,27 @@ class SlidesEnv(AgentEnv):
         ep = self._episode
         if ep is None or ep.done:
             raise RuntimeError("SlidesEnv.step called without an episode in progress: call reset() first")
-        info: dict[str, Any] = {"instance_id": ep.brief.id, "rollout_id": ep.rollout_id}
+        ep.turn += 1
+        info: dict[str, Any] = {"instance_id": ep.brief.id, "rollout_id": ep.rollout_id, "turn": ep.turn}
         parsed = parse_action(action)
+        if isinstance(parsed, Submit):
+            return await self._submit(ep, info, "Submitted.", truncated=False)
         if isinstance(parsed, Command):
             result = await ep.sandbox.exec(parsed.script, timeout_s=self.config.command_timeout_s)
             info.update(exit_code=result.exit_code, timed_out=result.timed_out)
-            return prompts.command_observation(result, self.config.max_observation_chars), 0.0, False, False, info
-        if isinstance(parsed, Render):
+            obs = prompts.command_observation(result, self.config.max_observation_chars)
+        elif isinstance(parsed, Render):
             ep.n_renders += 1
             report, card = await self._render(ep, self._run_dir(ep) / f"render-{ep.n_renders:02d}")
             info.update(reward_if_submitted=card.reward, png_dir=_png_dir(report))
-            text = render_text(report, card, self.check_config)
-            return _cut(text, self.config.max_observation_chars), 0.0, False, False, info
-        if isinstance(parsed, Submit):
-            return await self._submit(ep, info)
-        info["malformed"] = parsed.reason
-        return parsed.reason, 0.0, False, False, info
+            obs = _cut(render_text(report, card, self.check_config), self.config.max_observation_chars)
+        else:
+            info["malformed"] = parsed.reason
+            obs = parsed.reason
+        if ep.turn >= self.config.max_turns:
+            why = f"{obs}\n\nTurn limit ({self.config.max_turns}) reached: the deck is scored as it stands."
+            return await self._submit(ep, info, why, truncated=True)
+        return obs, 0.0, False, False, info
 
     async def close_async(self) -> None:
         await self._close_episode()
@@ -223,7 +231,8 @@ class SlidesEnv(AgentEnv):
         report = await self._renderer.render(raw.decode("utf-8", errors="replace"), png_dir)
         return report, score_deck(report, ep.brief, self.check_config)
 
-    async def _submit(self, ep: _Episode, info: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    async def _submit(self, ep: _Episode, info: dict[str, Any], why: str, *,
+                      truncated: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
         try:
             report, card = await self._render(ep, self._run_dir(ep))
         finally:
@@ -236,8 +245,8 @@ class SlidesEnv(AgentEnv):
         )
         where = f" Slides as PNG: {info['png_dir']}" if info["png_dir"] else ""
         text = render_text(report, card, self.check_config)
-        obs = _cut(f"Submitted. Reward {card.reward:.3f}.{where}\n{text}", self.config.max_observation_chars)
-        return obs, card.reward, True, False, info
+        obs = _cut(f"{why}\nReward {card.reward:.3f}.{where}\n{text}", self.config.max_observation_chars)
+        return obs, card.reward, not truncated, truncated, info
 
     async def _close_episode(self) -> None:
         ep, self._episode = self._episode, None

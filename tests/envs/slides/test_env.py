@@ -100,3 +100,15 @@ async def test_gold_on_a_docker_sandbox(renderer, docker_available, tmp_path) ->
     await env.close_async()
     assert episode.reward >= 0.9
     assert len(list((tmp_path / "runs").glob("incident-postmortems-*/slide-*.png"))) == 4
+
+
+@session_loop
+async def test_turn_limit_scores_the_deck_as_it_stands(renderer, bwrap_available, tmp_path) -> None:
+    env = SlidesEnv(sandbox="local", renderer=renderer, runs_dir=str(tmp_path / "runs"), max_turns=2)
+    await env.reset_async(options={"instance_id": BRIEF})
+    write = env.gold_policy().actions[0]
+    _, reward, terminated, truncated, _ = await env.step_async(write)
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    obs, reward, terminated, truncated, info = await env.step_async("render")
+    assert truncated and not terminated and reward >= 0.9 and "Turn limit (2)" in obs
+    await env.close_async()
