@@ -18,7 +18,7 @@ from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, S
 from gymfleet.envs.terminal import prompts
 from gymfleet.envs.terminal.actions import Command, Submit, parse_action
 from gymfleet.envs.terminal.grader import GradeReport, TestStatus, grade
-from gymfleet.envs.terminal.shell import PersistentShell
+from gymfleet.envs.terminal.shell import PersistentShell, scratch_dir
 from gymfleet.envs.terminal.task import BUILTIN_TASKS_DIR, Task, load_tasks
 
 
@@ -51,6 +51,7 @@ class _Episode:
     task: Task
     sandbox: Sandbox
     shell: PersistentShell
+    scratch_dir: str
     turn: int = 0
     agent_time_s: float = 0.0
     done: bool = False
@@ -123,11 +124,12 @@ class TerminalEnv(AgentEnv):
         sandbox = self.backend.create(self._spec(task), SandboxLabels(run_id=self.config.run_id))
         await sandbox.start()
         try:
-            await self._prepare(sandbox, task)
+            await self._prepare(sandbox, task, scratch_dir(sandbox))
         except BaseException:
             await sandbox.close()
             raise
-        self._episode = _Episode(task, sandbox, PersistentShell(sandbox))
+        scratch = scratch_dir(sandbox)
+        self._episode = _Episode(task, sandbox, PersistentShell(sandbox, scratch), scratch)
         info = {
             "instance_id": task.task_id,
             "difficulty": task.config.difficulty,
@@ -193,7 +195,7 @@ class TerminalEnv(AgentEnv):
             max_output_bytes=self.config.max_output_bytes,
         )
 
-    async def _prepare(self, sandbox: Sandbox, task: Task) -> None:
+    async def _prepare(self, sandbox: Sandbox, task: Task, scratch: str) -> None:
         """Checks required tools, copies ``files/``, runs ``setup.sh``."""
         if task.config.requires:
             check = "; ".join(f"command -v {t} >/dev/null 2>&1 || echo {t}" for t in task.config.requires)
@@ -210,7 +212,7 @@ class TerminalEnv(AgentEnv):
                     await sandbox.put_file(path.relative_to(task.files_dir).as_posix(), path.read_bytes(), mode)
         setup = task.setup_script
         if setup is not None:
-            script = f"/tmp/gymfleet-setup-{uuid.uuid4().hex}.sh"
+            script = f"{scratch}/setup-{uuid.uuid4().hex}.sh"
             await sandbox.put_file(script, setup.encode(), 0o700)
             run = await sandbox.exec(f"bash {script}; rc=$?; rm -f {script}; exit $rc", timeout_s=task.config.setup_timeout_s)
             if not run.ok:
@@ -224,9 +226,7 @@ class TerminalEnv(AgentEnv):
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         started = time.monotonic()
         try:
-            report: GradeReport = await grade(ep.sandbox, ep.task)
-            if not ep.sandbox.isolated:  # its /tmp is the host's: remove what we put there
-                await ep.sandbox.exec(f"rm -rf {ep.shell.state_dir} {report.folder}", timeout_s=30)
+            report: GradeReport = await grade(ep.sandbox, ep.task, ep.scratch_dir)
         finally:
             ep.done = True
             await ep.sandbox.close()

@@ -24,7 +24,6 @@ from gymfleet.envs.errors import SandboxFileError
 from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.terminal.task import Task
 
-GRADER_ROOT = "/tmp"
 TESTLIB_NAME = "gymfleet_testlib.py"
 TESTLIB_SOURCE = Path(__file__).resolve().parent / "testlib.py"
 
@@ -95,30 +94,34 @@ def score(result: ResultFile) -> float:
     return float(bool(result.tests) and all(t.status is TestStatus.passed for t in result.tests))
 
 
-async def grade(sandbox: Sandbox, task: Task, grader_dir: str | None = None) -> GradeReport:
+async def grade(sandbox: Sandbox, task: Task, scratch_dir: str) -> GradeReport:
     """Copies ``task``'s hidden tests into ``sandbox``, runs them, and reads their result file.
 
     Args:
         sandbox: the sandbox the agent worked in, after the agent finished.
         task: the task whose ``tests/`` to run.
-        grader_dir: where to put the tests; a fresh random folder under /tmp by default.
+        scratch_dir: the env's folder in the sandbox; the tests go to a fresh random folder in it.
 
     Raises:
         SandboxError: the sandbox failed (infrastructure). Test failures and bad result files
             are not raised: they give reward 0 and ``error`` says why.
     """
     start = time.monotonic()
-    folder = grader_dir or f"{GRADER_ROOT}/gymfleet-grader-{uuid.uuid4().hex}"
+    folder = f"{scratch_dir}/tests-{uuid.uuid4().hex}"
     nonce = uuid.uuid4().hex
-    result_path = f"{folder}/result-{uuid.uuid4().hex}.json"
+    result_name = f"result-{uuid.uuid4().hex}.json"
     await _copy_tests(sandbox, task, folder)
-    env = {"GYMFLEET_TEST_DIR": folder, "GYMFLEET_RESULT_FILE": result_path, "GYMFLEET_NONCE": nonce}
-    run = await sandbox.exec(f"bash {folder}/run.sh", timeout_s=task.config.test_timeout_s, env=env)
+    command = (  # absolute paths for the tests, whatever folder they change to
+        f'export GYMFLEET_TEST_DIR="$(cd {folder} && pwd)" && '
+        f'export GYMFLEET_RESULT_FILE="$GYMFLEET_TEST_DIR/{result_name}" && '
+        'bash "$GYMFLEET_TEST_DIR/run.sh"'
+    )
+    run = await sandbox.exec(command, timeout_s=task.config.test_timeout_s, env={"GYMFLEET_NONCE": nonce})
     report = GradeReport(exit_code=run.exit_code, output_tail=(run.stdout + run.stderr)[-4000:], folder=folder)
     if run.timed_out:
         report.error = f"tests timed out after {task.config.test_timeout_s:g} s"
     else:
-        _read_result(report, await _fetch(sandbox, result_path), nonce)
+        _read_result(report, await _fetch(sandbox, f"{folder}/{result_name}"), nonce)
     report.duration_s = time.monotonic() - start
     return report
 

@@ -16,13 +16,10 @@ import uuid
 
 from gymfleet.envs.sandbox.base import ExecResult, Sandbox
 
-STATE_ROOT = "/tmp"
-"""Where state folders go: outside the working directory, so that ``ls`` and ``git status``
-in the task never see them."""
-
 _WRAPPER = """\
 __gf_state={state}
-mkdir -p {state_dir} 2>/dev/null
+[ "${{__gf_state#/}}" = "$__gf_state" ] && __gf_state=$PWD/$__gf_state
+mkdir -p "${{__gf_state%/*}}" 2>/dev/null
 if [ -f "$__gf_state" ]; then . "$__gf_state" >/dev/null 2>&1; fi
 trap '__gf_rc=$?; {{ export -p; declare -f; printf "cd -- %q 2>/dev/null\\n" "$PWD"; }} \
 > "$__gf_state.tmp" 2>/dev/null && mv -f "$__gf_state.tmp" "$__gf_state" 2>/dev/null; \
@@ -31,25 +28,36 @@ eval "$(printf %s {payload} | base64 -d)"
 """
 
 
+def scratch_dir(sandbox: Sandbox) -> str:
+    """Where the env keeps its own files in ``sandbox`` (shell state, setup script, tests).
+
+    ``/tmp`` of an isolated sandbox is private to it and outside the task's files; the
+    unisolated local fallback shares the host's ``/tmp`` and only accepts files under the
+    workdir, so there it is a hidden folder of the workdir (removed with the sandbox).
+    """
+    return "/tmp/.gymfleet" if sandbox.isolated else ".gymfleet"
+
+
 class PersistentShell:
     """Runs the agent's scripts in ``sandbox`` as if in one long-lived bash.
 
     Args:
         sandbox: a started sandbox.
+        scratch_dir: a folder for the shell's state, outside the task's files where possible
+            (absolute, or relative to ``spec.workdir``); see :func:`scratch_dir`.
         env: extra environment variables of every command.
     """
 
-    def __init__(self, sandbox: Sandbox, env: dict[str, str] | None = None) -> None:
+    def __init__(self, sandbox: Sandbox, scratch_dir: str, env: dict[str, str] | None = None) -> None:
         self.sandbox = sandbox
         self.env = dict(env or {})
-        self.state_dir = f"{STATE_ROOT}/gymfleet-shell-{uuid.uuid4().hex}"
+        self.state_dir = f"{scratch_dir}/shell-{uuid.uuid4().hex}"
 
     def wrap(self, script: str) -> str:
         """The bash text that runs ``script`` between a state restore and a state save."""
         payload = base64.b64encode(script.encode()).decode("ascii")
         return _WRAPPER.format(
             state=shlex.quote(f"{self.state_dir}/state.sh"),
-            state_dir=shlex.quote(self.state_dir),
             payload=shlex.quote(payload),
         )
 
