@@ -89,7 +89,7 @@ class TerminalEnv(AgentEnv):
     See :class:`TerminalEnvConfig`; ``sandbox`` may also be a ``SandboxBackend`` object.
 
     ## Version history
-    * v0: initial version (12 built-in tasks).
+    * v0: initial version (13 built-in tasks).
     """
 
     noop_action = "submit"
