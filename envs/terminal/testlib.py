@@ -22,51 +22,60 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 import unittest
+from typing import Any
+
+ExcInfo = Any  # (type, value, traceback) as unittest passes it
+
+
+def _format(err: ExcInfo) -> str:
+    return "".join(traceback.format_exception(err[0], err[1], err[2]))
 
 
 class _Recorder(unittest.TextTestResult):
-    """Keeps one (name, status, message) per test; unittest's own result drops passes."""
+    """Keeps one record (name, status, message) per test; unittest's own result drops passes."""
 
-    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.records = []
+        self.records: list[dict[str, str]] = []
 
-    def _record(self, test, status, message=""):  # type: ignore[no-untyped-def]
-        self.records.append({"name": test.id().split(".", 1)[-1], "status": status, "message": message[-2000:]})
+    def _record(self, test: Any, status: str, message: str = "") -> None:
+        name = test.id().split(".", 1)[-1]
+        self.records.append({"name": name, "status": status, "message": message[-2000:]})
 
-    def addSuccess(self, test):  # type: ignore[no-untyped-def]  # noqa: N802 - unittest's name
+    def addSuccess(self, test: Any) -> None:  # noqa: N802 - unittest's names
         super().addSuccess(test)
         self._record(test, "passed")
 
-    def addFailure(self, test, err):  # type: ignore[no-untyped-def]  # noqa: N802
+    def addFailure(self, test: Any, err: ExcInfo) -> None:  # noqa: N802
         super().addFailure(test, err)
-        self._record(test, "failed", self._exc_info_to_string(err, test))
+        self._record(test, "failed", _format(err))
 
-    def addError(self, test, err):  # type: ignore[no-untyped-def]  # noqa: N802
+    def addError(self, test: Any, err: ExcInfo) -> None:  # noqa: N802
         super().addError(test, err)
-        self._record(test, "error", self._exc_info_to_string(err, test))
+        self._record(test, "error", _format(err))
 
-    def addSubTest(self, test, subtest, err):  # type: ignore[no-untyped-def]  # noqa: N802
+    def addSubTest(self, test: Any, subtest: Any, err: ExcInfo) -> None:  # noqa: N802
         super().addSubTest(test, subtest, err)
         if err is not None:  # a failed subtest fails its test; unittest then never calls addSuccess
             status = "failed" if issubclass(err[0], test.failureException) else "error"
-            self._record(subtest, status, self._exc_info_to_string(err, test))
+            self._record(subtest, status, _format(err))
 
-    def addSkip(self, test, reason):  # type: ignore[no-untyped-def]  # noqa: N802
+    def addSkip(self, test: Any, reason: str) -> None:  # noqa: N802
         super().addSkip(test, reason)
         self._record(test, "skipped", reason)
 
-    def addExpectedFailure(self, test, err):  # type: ignore[no-untyped-def]  # noqa: N802
+    def addExpectedFailure(self, test: Any, err: ExcInfo) -> None:  # noqa: N802
         super().addExpectedFailure(test, err)
         self._record(test, "failed", "expected failure: a gymfleet check must pass outright")
 
-    def addUnexpectedSuccess(self, test):  # type: ignore[no-untyped-def]  # noqa: N802
+    def addUnexpectedSuccess(self, test: Any) -> None:  # noqa: N802
         super().addUnexpectedSuccess(test)
         self._record(test, "failed", "unexpected success")
 
 
-def write_results(records: list) -> None:  # type: ignore[type-arg]
+def write_results(records: list[dict[str, str]]) -> None:
     """Writes ``records`` (dicts with name, status, message) where the grader expects them."""
     payload = {"nonce": os.environ["GYMFLEET_NONCE"], "tests": records}
     with open(os.environ["GYMFLEET_RESULT_FILE"], "w") as fh:
@@ -78,5 +87,6 @@ def main() -> None:
     suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules["__main__"])
     runner = unittest.TextTestRunner(resultclass=_Recorder, verbosity=2, stream=sys.stdout)
     result = runner.run(suite)
+    assert isinstance(result, _Recorder)
     write_results(result.records)
     sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)

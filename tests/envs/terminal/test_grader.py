@@ -57,3 +57,36 @@ async def test_grading_errors_give_0_and_say_why(tmp_path: Path, run_sh: str, er
     info = await _grade(tmp_path, run_sh, yaml="instruction: x\ntest_timeout_s: 1\n")
     assert info["reward"] == 0.0
     assert error in info["error"]
+
+
+TESTLIB_CHECKS = """\
+import os, sys, unittest
+sys.path.insert(0, os.environ["GYMFLEET_TEST_DIR"])
+import gymfleet_testlib
+
+class Checks(unittest.TestCase):
+    def test_ok(self):
+        pass
+
+    def test_sub(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertLess(i, 2)
+
+    @unittest.skip("not today")
+    def test_skipped(self):
+        pass
+
+if __name__ == "__main__":
+    gymfleet_testlib.main()
+"""
+
+
+async def test_testlib_records_passes_failed_subtests_and_skips(tmp_path: Path) -> None:
+    write_task(tmp_path, "t", checks=TESTLIB_CHECKS)
+    async with FakeBackend().create(SandboxSpec()) as sb:
+        info = (await grade(sb, load_task(tmp_path / "t"), ".gymfleet")).as_info()
+    assert info["reward"] == 0.0 and info["error"] is None
+    assert info["tests"] == {"Checks.test_ok": "passed", "Checks.test_sub (i=2)": "failed",
+                             "Checks.test_skipped": "skipped"}
+    assert "AssertionError" in info["failures"]["Checks.test_sub (i=2)"]
