@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -38,7 +39,9 @@ class TerminalEnvConfig(BaseModel):
     max_output_bytes: int = 16 * 1024
     """Per stream, bytes of a command's output the agent sees (head and tail)."""
     image_prefix: str = "gymfleet/"
-    """Docker image of a task: ``<image_prefix><task image>:latest``."""
+    """Docker image of a task when not built here: ``<image_prefix><task image>:latest``."""
+    build_images: bool = True
+    """On Docker, build a task's image from ``images/<image>`` when missing (content-hash tag)."""
 
     @field_validator("task_ids", mode="before")
     @classmethod
@@ -101,6 +104,7 @@ class TerminalEnv(AgentEnv):
         self.tasks = load_tasks(Path(self.config.tasks_dir), self.config.task_ids)
         self._backend: SandboxBackend | None = sandbox if backend_given else None  # type: ignore[assignment]
         self._episode: _Episode | None = None
+        self._image_tags: dict[str, str] = {}
 
     @property
     def system_prompt(self) -> str:
@@ -121,7 +125,8 @@ class TerminalEnv(AgentEnv):
     ) -> tuple[str, dict[str, Any]]:
         await self.close_async()
         task = self._pick(seed, options)
-        sandbox = self.backend.create(self._spec(task), SandboxLabels(run_id=self.config.run_id))
+        spec = self._spec(task, await self._image(task))
+        sandbox = self.backend.create(spec, SandboxLabels(run_id=self.config.run_id))
         await sandbox.start()
         try:
             await self._prepare(sandbox, task, scratch_dir(sandbox))
@@ -188,9 +193,20 @@ class TerminalEnv(AgentEnv):
         index = seed if seed is not None else int(self.np_random.integers(len(ids)))
         return self.tasks[ids[index % len(ids)]]
 
-    def _spec(self, task: Task) -> SandboxSpec:
+    async def _image(self, task: Task) -> str:
+        """The task's image; on Docker, built from ``images/<image>`` first if it is missing."""
+        name = task.config.image
+        if self.backend.name != "docker" or not self.config.build_images:
+            return f"{self.config.image_prefix}{name}:latest"
+        if name not in self._image_tags:
+            from gymfleet.envs.images import ensure_image  # needs the docker SDK and a daemon
+
+            self._image_tags[name] = await asyncio.to_thread(ensure_image, name)
+        return self._image_tags[name]
+
+    def _spec(self, task: Task, image: str) -> SandboxSpec:
         return SandboxSpec(
-            image=f"{self.config.image_prefix}{task.config.image}:latest",
+            image=image,
             network=task.config.network,
             max_output_bytes=self.config.max_output_bytes,
         )
