@@ -99,10 +99,10 @@ class TerminalEnv(AgentEnv):
 
     def __init__(self, sandbox: str | SandboxBackend = "auto", **kwargs: Any) -> None:
         super().__init__()
-        backend_given = not isinstance(sandbox, str)
-        self.config = TerminalEnvConfig(sandbox="custom" if backend_given else sandbox, **kwargs)
+        name = sandbox if isinstance(sandbox, str) else sandbox.name
+        self.config = TerminalEnvConfig(sandbox=name, **kwargs)
         self.tasks = load_tasks(Path(self.config.tasks_dir), self.config.task_ids)
-        self._backend: SandboxBackend | None = sandbox if backend_given else None  # type: ignore[assignment]
+        self._backend: SandboxBackend | None = None if isinstance(sandbox, str) else sandbox
         self._episode: _Episode | None = None
         self._image_tags: dict[str, str] = {}
 
@@ -127,13 +127,13 @@ class TerminalEnv(AgentEnv):
         task = self._pick(seed, options)
         spec = self._spec(task, await self._image(task))
         sandbox = self.backend.create(spec, SandboxLabels(run_id=self.config.run_id))
-        await sandbox.start()
         try:
-            await self._prepare(sandbox, task, scratch_dir(sandbox))
+            await sandbox.start()
+            scratch = scratch_dir(sandbox)
+            await self._prepare(sandbox, task, scratch)
         except BaseException:
             await sandbox.close()
             raise
-        scratch = scratch_dir(sandbox)
         self._episode = _Episode(task, sandbox, PersistentShell(sandbox, scratch), scratch)
         info = {
             "instance_id": task.task_id,
