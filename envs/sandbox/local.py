@@ -1,18 +1,21 @@
 """The local sandbox backend: one bubblewrap process per sandbox, running the host's own tools.
 
 Each sandbox is a single long-lived ``bwrap`` process whose root is a fresh tmpfs holding
-read-only binds of the host's system folders (``/usr``, ``/etc``, ``/opt``...), a private
-``/tmp``, private ``/dev`` and ``/proc``, and a writable host folder bound at ``spec.workdir``.
-It has its own user, pid, ipc, uts (and, unless ``spec.network``, network) namespaces and dies
-with the Python process that started it (``--die-with-parent``). Inside runs
-:mod:`~gymfleet.envs.sandbox.local_agent`, which executes commands in their own sessions, so
-daemons a command starts live on until the sandbox closes.
+read-only binds of the host's system folders (``/usr``, ``/etc``, ``/opt``...) and of the Python
+install running gymfleet, a private ``/tmp``, ``/dev`` and ``/proc``, and a writable host folder
+bound at ``spec.workdir``. It has its own pid, ipc, uts (and, unless ``spec.network``, network)
+namespaces and dies with the Python process that started it (``--die-with-parent``). Inside
+runs :mod:`~gymfleet.envs.sandbox.local_agent`, which executes commands in their own sessions,
+so daemons a command starts live on until the sandbox closes.
 
-Limits: when gymfleet runs as root, bubblewrap runs as an unprivileged host uid
-(``sandbox_uid``, default nobody) and the agent sets ``RLIMIT_NPROC`` to ``spec.pids_limit``
-inside the sandbox's own user namespace, so a fork bomb stops there without touching the host or
-other sandboxes. ``spec.memory_mb`` becomes ``RLIMIT_DATA`` per process (no cgroups here: it is
-not a limit on the sandbox's total). ``spec.cpus`` and ``spec.image`` are ignored.
+Users and limits: when gymfleet runs as root, bubblewrap runs as root with every capability
+dropped but setuid/setgid, and the agent switches at once to a host uid lent to this sandbox
+alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox`` inside); as another user,
+bubblewrap makes a user namespace (the sandbox sees itself as root). Either way the agent sets
+``RLIMIT_NPROC`` to ``spec.pids_limit`` for a user no other sandbox shares, so a fork bomb stops
+there without touching the host or other sandboxes. ``spec.memory_mb`` becomes ``RLIMIT_DATA``
+per process and the size of /tmp (no cgroups here: it does not bound the sandbox's total).
+``spec.cpus`` and ``spec.image`` are ignored.
 
 Without a working bubblewrap, and only when allowed (``GYMFLEET_ALLOW_UNISOLATED=1`` or
 ``LocalBackendConfig(allow_unisolated=True)``), the agent runs as a plain subprocess in a temp
@@ -27,12 +30,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
-from gymfleet.envs.sandbox.local_sandbox import LocalSandbox, Launch
+from gymfleet.envs.sandbox.local_sandbox import Launch, LocalSandbox
 from gymfleet.envs.sandbox.local_state import default_state_dir, read_records, reap
 
 log = logging.getLogger(__name__)
@@ -57,12 +61,20 @@ class LocalBackendConfig(BaseModel):
     python: str | None = None
     """The python3 that runs the agent inside the sandbox; None: the first of /usr/bin/python3,
     /usr/local/bin/python3 (or this interpreter when unisolated)."""
-    sandbox_uid: int = 65534
-    """Host uid the sandboxes run as when gymfleet runs as root (they see themselves as root)."""
-    sandbox_gid: int = 65534
-    """Host gid, as ``sandbox_uid``."""
+    first_uid: int = 200_000
+    """First host uid (and gid) lent to sandboxes when gymfleet runs as root; pick a range no
+    host user has."""
+    n_uids: int = 50_000
+    """How many uids from ``first_uid`` may be lent: the most sandboxes alive at once."""
+    uid_lock_dir: Path | None = None
+    """Lock files of lent uids, shared by every gymfleet process of the host; None:
+    <system temp>/gymfleet-uids."""
     ro_binds: list[str] = []
-    """Extra host folders shown read-only at the same path (must be readable by sandbox_uid)."""
+    """Extra host paths shown read-only at the same path inside."""
+    host_python: bool = True
+    """Show the Python install running gymfleet (``sys.base_prefix``) read-only at the same
+    path when it lies outside /usr, and put its ``bin`` first on PATH, so that ``python3``
+    inside is the host's (with its packages: pytest...)."""
     allow_unisolated: bool | None = None
     """Allow the plain-subprocess fallback when bubblewrap does not work; None: read env
     GYMFLEET_ALLOW_UNISOLATED (1/true/yes)."""
@@ -126,7 +138,10 @@ class LocalBackend:
 
     def _launch(self) -> Launch:
         isolated = self.bwrap_works()
-        as_root = os.geteuid() == 0
+        path_env = os.environ.get("PATH", SANDBOX_PATH)
+        if isolated:
+            path_env = ":".join([*self._python_bins(), SANDBOX_PATH])
+        lend_uids = isolated and os.geteuid() == 0
         return Launch(
             isolated=isolated,
             allowed=isolated or self.config.unisolated_allowed(),
@@ -134,11 +149,14 @@ class LocalBackend:
             tmp_dir=self.config.tmp_dir,
             python=self._python(isolated),
             bwrap_prefix=self._bwrap_prefix() if isolated else [],
-            uid=self.config.sandbox_uid if as_root and isolated else None,
-            gid=self.config.sandbox_gid if as_root and isolated else None,
-            path_env=SANDBOX_PATH if isolated else os.environ.get("PATH", SANDBOX_PATH),
+            uid_range=(self.config.first_uid, self.config.n_uids) if lend_uids else None,
+            uid_lock_dir=self._uid_lock_dir(),
+            path_env=path_env,
             ctl_mount=CTL_MOUNT,
         )
+
+    def _uid_lock_dir(self) -> Path:
+        return self.config.uid_lock_dir or Path(tempfile.gettempdir()) / "gymfleet-uids"
 
     def _python(self, isolated: bool) -> str:
         if self.config.python:
@@ -151,35 +169,61 @@ class LocalBackend:
         return "python3"
 
     def _bwrap_prefix(self) -> list[str]:
-        """bwrap's options that do not depend on the spec: namespaces and system folders."""
-        args = [shutil.which(self.config.bwrap) or self.config.bwrap, "--unshare-user",
-                "--uid", "0", "--gid", "0", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--hostname", "gymfleet", "--die-with-parent", "--new-session"]
+        """bwrap's options that do not depend on the spec: namespaces and host folders."""
+        if os.geteuid() == 0:
+            users = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            users = ["--unshare-user", "--uid", "0", "--gid", "0"]
+        args = [shutil.which(self.config.bwrap) or self.config.bwrap, *users,
+                "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "gymfleet",
+                "--die-with-parent", "--new-session"]
         for folder in SYSTEM_DIRS:
             if os.path.islink(folder):
                 args += ["--symlink", os.readlink(folder), folder]
             elif os.path.isdir(folder):
                 args += ["--ro-bind", folder, folder]
-        for folder in self.config.ro_binds:
-            args += ["--ro-bind", folder, folder]
-        return args + ["--dev", "/dev", "--proc", "/proc", "--dir", "/root", "--dir", "/var/tmp"]
+        args += ["--dev", "/dev", "--proc", "/proc", "--perms", "01777", "--dir", "/root",
+                 "--perms", "01777", "--dir", "/var/tmp"]
+        made = {"/", "/root", "/var", "/var/tmp"}
+        for path in self._ro_binds():
+            for parent in reversed(Path(path).parents):
+                if str(parent) not in made and not _under(str(parent), SYSTEM_DIRS):
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(str(parent))
+            args += ["--ro-bind", path, path]
+        return args
+
+    def _ro_binds(self) -> list[str]:
+        binds = [os.path.abspath(path) for path in self.config.ro_binds]
+        if self.config.host_python and not _under(sys.base_prefix, SYSTEM_DIRS):
+            binds.append(sys.base_prefix)
+        return binds
+
+    def _python_bins(self) -> list[str]:
+        if self.config.host_python and not _under(sys.base_prefix, SYSTEM_DIRS):
+            return [os.path.join(sys.base_prefix, "bin")]
+        return []
 
     def _probe_bwrap(self) -> bool:
         if shutil.which(self.config.bwrap) is None:
             log.info("bubblewrap (%s) not found on PATH", self.config.bwrap)
             return False
-        as_root = os.geteuid() == 0
+        check = "pass"
+        if os.geteuid() == 0:  # the agent must be able to switch to a lent uid
+            uid = self.config.first_uid
+            check = f"import os; os.setgroups([]); os.setgid({uid}); os.setuid({uid})"
         try:
             done = subprocess.run(
-                [*self._bwrap_prefix(), "--unshare-net", "--", self._python(True), "-c", "pass"],
-                capture_output=True, timeout=30,
-                user=self.config.sandbox_uid if as_root else None,
-                group=self.config.sandbox_gid if as_root else None,
-                extra_groups=[] if as_root else None,
-            )
+                [*self._bwrap_prefix(), "--unshare-net", "--", self._python(True), "-c", check],
+                capture_output=True, timeout=30)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("bubblewrap does not work here: %s", exc)
             return False
         if done.returncode != 0:
             log.warning("bubblewrap does not work here: %s", done.stderr.decode(errors="replace"))
         return done.returncode == 0
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == f or real.startswith(f + os.sep) for f in map(os.path.realpath, folders))

@@ -32,6 +32,7 @@ from gymfleet.envs.errors import (
 from gymfleet.envs.sandbox import local_agent
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.local_channel import AgentChannel
+from gymfleet.envs.sandbox.local_uids import UidLease, lease_uid
 from gymfleet.envs.sandbox.local_state import (
     MARKER_ENV,
     SandboxRecord,
@@ -61,8 +62,9 @@ class Launch:
     tmp_dir: str | None
     python: str
     bwrap_prefix: list[str]
-    uid: int | None
-    gid: int | None
+    uid_range: tuple[int, int] | None
+    """(first uid, how many) to lend one from, when gymfleet runs as root; else None."""
+    uid_lock_dir: Path
     path_env: str
     ctl_mount: str
 
@@ -83,6 +85,7 @@ class LocalSandbox:
         self._channel: AgentChannel | None = None
         self._host_dir: Path | None = None
         self._record: SandboxRecord | None = None
+        self._uid: UidLease | None = None
         self._closed = False
 
     @property
@@ -209,6 +212,8 @@ class LocalSandbox:
             await asyncio.to_thread(reap, self._launch.state_dir, self._record)
         elif self._host_dir is not None:
             shutil.rmtree(self._host_dir, ignore_errors=True)
+        if self._uid is not None:
+            self._uid.release()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -256,10 +261,12 @@ class LocalSandbox:
         for sub in ("work", "ctl", "home"):
             (host_dir / sub).mkdir()
         shutil.copyfile(local_agent.__file__, host_dir / "ctl" / "local_agent.py")
-        if self._launch.uid is not None:
-            for path in (host_dir, host_dir / "work", host_dir / "ctl", host_dir / "home",
-                         host_dir / "ctl" / "local_agent.py"):
-                os.chown(path, self._launch.uid, self._launch.gid or 0)
+        if self._launch.uid_range is not None:
+            self._uid = lease_uid(self._launch.uid_lock_dir, *self._launch.uid_range)
+            uid = self._uid.uid
+            for path in (host_dir / "work", host_dir / "ctl", host_dir / "ctl" / "local_agent.py"):
+                os.chown(path, uid, uid)
+            _write_user_files(host_dir, uid)
         self._record = SandboxRecord(
             sandbox_id=self.sandbox_id, run_id=self.labels.run_id,
             rollout_id=self.labels.rollout_id, expires_at=self.labels.expires_at,
@@ -275,18 +282,16 @@ class LocalSandbox:
             "nproc": self.spec.pids_limit if launch.isolated else 0,
             "data_bytes": self.spec.memory_mb * 1024 * 1024,
             "clear_dirs": ["/tmp", "/var/tmp"] if launch.isolated else [],
+            "uid": self._uid.uid if self._uid else None,
         }
         argv = [launch.python, self._ctl_inside("local_agent.py"), json.dumps(config)]
         if launch.isolated:
             argv = [*launch.bwrap_prefix, *self._bwrap_binds(), "--", *argv]
-        as_root = launch.uid is not None
         with open(self._host_dir / "agent.log", "wb") as agent_log:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=agent_log,
                 cwd=None if launch.isolated else self._host_dir / "work",
-                env=self._base_env(), start_new_session=True,
-                user=launch.uid if as_root else None, group=launch.gid if as_root else None,
-                extra_groups=[] if as_root else None)
+                env=self._base_env(), start_new_session=True)
         self._channel = AgentChannel(self._proc, f"sandbox {self.sandbox_id}")
         self._record.agent_pid = self._proc.pid
         self._record.agent_start_ticks = process_start_ticks(self._proc.pid)
@@ -296,8 +301,11 @@ class LocalSandbox:
         assert self._host_dir is not None
         tmp_size = str(self.spec.memory_mb * 1024 * 1024)
         args = [] if self.spec.network else ["--unshare-net"]
+        if self._uid is not None:
+            args += ["--ro-bind", str(self._host_dir / "passwd"), "/etc/passwd",
+                     "--ro-bind", str(self._host_dir / "group"), "/etc/group"]
         return args + [
-            "--size", tmp_size, "--tmpfs", "/tmp",
+            "--perms", "01777", "--size", tmp_size, "--tmpfs", "/tmp",
             "--bind", str(self._host_dir / "work"), self.spec.workdir,
             "--bind", str(self._host_dir / "ctl"), self._launch.ctl_mount,
             "--chdir", self.spec.workdir,
@@ -349,6 +357,19 @@ class LocalSandbox:
         except OSError:
             return ""
         return f"Agent log: {text.strip()[-2000:]}" if text.strip() else ""
+
+
+def _write_user_files(host_dir: Path, uid: int) -> None:
+    """The host's /etc/passwd and /etc/group plus user and group ``sandbox`` (``uid``)."""
+    for name, line in (("passwd", f"sandbox:x:{uid}:{uid}:gymfleet sandbox:/root:/bin/bash\n"),
+                       ("group", f"sandbox:x:{uid}:\n")):
+        try:
+            text = Path("/etc", name).read_text()
+        except OSError:
+            text = ""
+        path = host_dir / name
+        path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + line)
+        path.chmod(0o644)
 
 
 async def _stop(proc: subprocess.Popen[bytes]) -> None:

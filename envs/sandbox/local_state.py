@@ -65,7 +65,7 @@ def write_record(state_dir: Path, record: SandboxRecord) -> None:
 
 def read_records(state_dir: Path) -> list[SandboxRecord]:
     """Every readable record of this host (unreadable files are skipped)."""
-    records = []
+    records: list[SandboxRecord] = []
     if not state_dir.is_dir():
         return records
     for path in state_dir.glob("*.json"):

@@ -123,3 +123,22 @@ def test_usable_across_event_loops(local_backend: LocalBackend) -> None:
     finally:
         asyncio.run(sb.close())
     assert os.path.exists("/usr/bin/true")
+
+
+async def test_user_home_tmp_and_host_python(local_backend: LocalBackend) -> None:
+    async with local_backend.create(SandboxSpec()) as a, local_backend.create(SandboxSpec()) as b:
+        script = "id -u; whoami; touch /tmp/t ~/h && echo writable; python3 -m pytest --version"
+        first, second = await a.exec(script), await b.exec(script)
+        assert first.ok, first.stderr
+        uid, name, writable = first.stdout.split("\n")[:3]
+        assert writable == "writable" and "pytest" in first.stdout + first.stderr
+        if os.geteuid() == 0:  # each sandbox runs as a uid of its own
+            assert name == "sandbox" and uid != second.stdout.split("\n")[0]
+
+
+async def test_open_sandbox_by_name(bwrap_available: bool) -> None:
+    from gymfleet.envs.sandbox import get_backend, open_sandbox
+
+    assert isinstance(get_backend("local"), LocalBackend)
+    async with open_sandbox(SandboxSpec(), backend="local") as sb:
+        assert (await sb.exec("echo via factory")).stdout == "via factory\n"
