@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gymfleet.envs.sandbox.base import SandboxBackend
 from gymfleet.envs.sandbox.local import LocalBackend, LocalBackendConfig
 from tests.envs.terminal.fake_sandbox import FakeBackend
 
@@ -64,3 +65,11 @@ def local_backend(bwrap_available: bool, tmp_path_factory: pytest.TempPathFactor
     backend = LocalBackend(LocalBackendConfig(state_dir=state, allow_unisolated=False))
     assert backend.bwrap_works()
     return backend
+
+
+@pytest.fixture(scope="session")
+def docker_backend(terminal_image: str) -> SandboxBackend:
+    """The Docker backend, once the terminal image is built (fails in CI without a daemon)."""
+    from gymfleet.envs.sandbox.docker import DockerBackend
+
+    return DockerBackend()

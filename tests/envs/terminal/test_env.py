@@ -4,6 +4,7 @@ Backend-dependent behaviour runs on the fake sandbox and on bubblewrap (``bwrap`
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,12 @@ from tests.envs.terminal.conftest import write_task
 from tests.envs.terminal.fake_sandbox import FakeBackend
 
 
-@pytest.fixture(params=["fake", pytest.param("local", marks=pytest.mark.bwrap)])
+@pytest.fixture(params=["fake", pytest.param("local", marks=pytest.mark.bwrap),
+                        pytest.param("docker", marks=pytest.mark.docker)])
 def backend(request: pytest.FixtureRequest) -> SandboxBackend:
     if request.param == "fake":
         return FakeBackend()
-    return request.getfixturevalue("local_backend")
+    return request.getfixturevalue(f"{request.param}_backend")
 
 
 def bash(script: str) -> str:
@@ -163,3 +165,11 @@ def test_sync_gymnasium_api(fake_backend: FakeBackend, tasks_dir: Path) -> None:
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert env.step("submit")[1:4] == (1.0, True, False)
     env.close()
+
+
+async def test_close_leaves_no_sandbox_behind(backend: SandboxBackend, tasks_dir: Path) -> None:
+    run_id = f"terminal-test-{uuid.uuid4().hex[:8]}"
+    env = TerminalEnv(sandbox=backend, tasks_dir=tasks_dir, run_id=run_id)
+    await play(env, [bash("nohup sleep 1000 > /dev/null 2>&1 &")])
+    await env.close_async()
+    assert await backend.gc(run_id=run_id, expired_only=False) == 0, "close left a sandbox to reap"
