@@ -248,7 +248,8 @@ class TerminalEnv(AgentEnv):
             await ep.sandbox.close()
         n_passed = sum(t.status is TestStatus.passed for t in report.tests)
         obs = prompts.ending_observation(why, report.reward, n_passed, len(report.tests), report.error)
-        info.update(grading=report.as_info(), agent_time_s=round(ep.agent_time_s, 3))
+        info.update(grading=report.as_info(), agent_time_s=round(ep.agent_time_s, 3),
+                    sandbox=self.backend.name, isolated=ep.sandbox.isolated)
         info["grading"]["duration_s"] = round(time.monotonic() - started, 3)
         return obs, report.reward, not truncated, truncated, info
 

@@ -73,7 +73,7 @@ class Checks(unittest.TestCase):
         self.make(["backup-20260101.tar.gz", "backup-20260102.tar.gz"])
         for args in ([], [self.dir], [self.dir, "-1"], [self.dir, "two"], [self.dir, "1", "x"],
                      [os.path.join(self.dir, "missing"), "1"], [self.dir, "1.5"]):
-            with self.subTest(args=args):
+            with self.subTest(args=" ".join(args).replace(self.dir, "DIR")):
                 run = self.run_script(*args)
                 self.assertEqual(run.returncode, 2)
                 self.assertTrue(run.stderr.strip(), "usage message on stderr")
