@@ -19,8 +19,7 @@ from gymfleet.envs.sandbox.base import ExecResult, Sandbox
 _WRAPPER = """\
 __gf_state={state}
 [ "${{__gf_state#/}}" = "$__gf_state" ] && __gf_state=$PWD/$__gf_state
-mkdir -p "${{__gf_state%/*}}" 2>/dev/null
-if [ -f "$__gf_state" ]; then . "$__gf_state" >/dev/null 2>&1; fi
+if [ -f "$__gf_state" ]; then . "$__gf_state" >/dev/null 2>&1; else mkdir -p "${{__gf_state%/*}}" 2>/dev/null; fi
 trap '__gf_rc=$?; {{ export -p; declare -f; printf "cd -- %q 2>/dev/null\\n" "$PWD"; }} \
 > "$__gf_state.tmp" 2>/dev/null && mv -f "$__gf_state.tmp" "$__gf_state" 2>/dev/null; \
 exit $__gf_rc' EXIT
