@@ -118,8 +118,8 @@ async def test_gold_and_noop_on_a_custom_tasks_folder(backend: SandboxBackend, t
     await env.close_async()
 
 
-async def test_long_output_is_cut(fake_backend: FakeBackend, tasks_dir: Path) -> None:
-    env = TerminalEnv(sandbox=fake_backend, tasks_dir=tasks_dir, max_output_bytes=2000)
+async def test_long_output_is_cut(backend: SandboxBackend, tasks_dir: Path) -> None:
+    env = TerminalEnv(sandbox=backend, tasks_dir=tasks_dir, max_output_bytes=2000)
     steps = await play(env, [bash("seq 1 100000; echo oops >&2")])
     assert "cut: 588895 bytes" in steps[0][0] and "100000" in steps[0][0] and "oops" in steps[0][0]
     assert len(steps[0][0]) < 3000
