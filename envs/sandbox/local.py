@@ -9,8 +9,9 @@ runs :mod:`~gymfleet.envs.sandbox.local_agent`, which executes commands in their
 so daemons a command starts live on until the sandbox closes.
 
 Users and limits: when gymfleet runs as root, bubblewrap runs as root with every capability
-dropped but setuid/setgid, and the agent switches at once to a host uid lent to this sandbox
-alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox`` inside); as another user,
+dropped but setuid, setgid and kill, and the agent runs commands and file copies as a host uid
+lent to this sandbox alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox`` inside),
+which therefore cannot signal the agent nor write its control folder; as another user,
 bubblewrap makes a user namespace (the sandbox sees itself as root). Either way the agent sets
 ``RLIMIT_NPROC`` to ``spec.pids_limit`` for a user no other sandbox shares, so a fork bomb stops
 there without touching the host or other sandboxes. ``spec.memory_mb`` becomes ``RLIMIT_DATA``
@@ -72,9 +73,9 @@ class LocalBackendConfig(BaseModel):
     ro_binds: list[str] = []
     """Extra host paths shown read-only at the same path inside."""
     host_python: bool = True
-    """Show the Python install running gymfleet (``sys.base_prefix``) read-only at the same
-    path when it lies outside /usr, and put its ``bin`` first on PATH, so that ``python3``
-    inside is the host's (with its packages: pytest...)."""
+    """Show the Python running gymfleet (its install ``sys.base_prefix`` and its virtual env
+    ``sys.prefix``) read-only at the same paths and put ``sys.prefix/bin`` first on PATH, so that
+    ``python3`` inside is the host's, with its packages (pytest...)."""
     allow_unisolated: bool | None = None
     """Allow the plain-subprocess fallback when bubblewrap does not work; None: read env
     GYMFLEET_ALLOW_UNISOLATED (1/true/yes)."""
@@ -171,7 +172,8 @@ class LocalBackend:
     def _bwrap_prefix(self) -> list[str]:
         """bwrap's options that do not depend on the spec: namespaces and host folders."""
         if os.geteuid() == 0:
-            users = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            users = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                     "--cap-add", "CAP_KILL"]
         else:
             users = ["--unshare-user", "--uid", "0", "--gid", "0"]
         args = [shutil.which(self.config.bwrap) or self.config.bwrap, *users,
@@ -195,14 +197,14 @@ class LocalBackend:
 
     def _ro_binds(self) -> list[str]:
         binds = [os.path.abspath(path) for path in self.config.ro_binds]
-        if self.config.host_python and not _under(sys.base_prefix, SYSTEM_DIRS):
-            binds.append(sys.base_prefix)
+        if self.config.host_python:
+            for prefix in dict.fromkeys([sys.base_prefix, sys.prefix]):
+                if not _under(prefix, SYSTEM_DIRS):
+                    binds.append(prefix)
         return binds
 
     def _python_bins(self) -> list[str]:
-        if self.config.host_python and not _under(sys.base_prefix, SYSTEM_DIRS):
-            return [os.path.join(sys.base_prefix, "bin")]
-        return []
+        return [os.path.join(sys.prefix, "bin")] if self.config.host_python else []
 
     def _probe_bwrap(self) -> bool:
         if shutil.which(self.config.bwrap) is None:

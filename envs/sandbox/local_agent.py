@@ -7,11 +7,13 @@ files in the control folder (never to a pipe), so that a daemon a command leaves
 hang the call. Closing stdin ends the agent (and, under bubblewrap, the whole sandbox).
 
 Usage: ``python3 local_agent.py CONFIG_JSON`` where CONFIG_JSON has ``ctl`` (control folder),
-``nproc`` (RLIMIT_NPROC of commands, 0 for none; the agent keeps
-``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox), ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
+``nproc`` (RLIMIT_NPROC of commands, 0 for none; an agent sharing their user keeps
+``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox),
+``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
-(folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid
-the agent switches to before anything else).
+(folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid that
+commands and file copies run as, the agent keeping only the capabilities to switch to it and to
+kill its processes).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,9 @@ import time
 
 KILL_ROUNDS = 500
 NPROC_RESERVE = 16
+FILE_TIMEOUT_S = 600
+TRIM_EVERY_S = 0.5
+TRIM_SLACK_BYTES = 32 << 20
 
 
 def main() -> None:
@@ -49,18 +53,24 @@ class Agent:
     """Serves requests; remembers the sessions it started so that it can kill them."""
 
     def __init__(self, config: dict) -> None:
-        if config.get("uid") is not None:  # leave root for the uid lent to this sandbox
-            os.setgroups([])
-            os.setgid(config["uid"])
-            os.setuid(config["uid"])
+        uid = config.get("uid")
+        # commands and file copies run as the sandbox's user; the agent itself stays out of
+        # their reach (they cannot signal it nor write its control folder)
+        self.as_user: dict = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
         self.ctl = config["ctl"]
         self.own_pid_ns = bool(config.get("own_pid_ns"))
         self.clear_dirs = list(config.get("clear_dirs", []))
         self.sessions: set[int] = set()
+        self.running: dict[str, int] = {}
+        """exec request id -> pid (= session id) of its bash."""
         self.write_lock = threading.Lock()
         self.nproc = int(config.get("nproc", 0))
+        # As root (a separate user for commands) the agent is exempt from RLIMIT_NPROC, so its
+        # own limit is just what children inherit. Sharing the commands' user, it keeps a reserve
+        # and lowers the limit in each child (preexec_fn, a slower fork).
+        self.limit_in_child = bool(self.nproc) and uid is None
         if self.nproc:
-            limit = self.nproc + NPROC_RESERVE
+            limit = self.nproc + (NPROC_RESERVE if self.limit_in_child else 0)
             resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
         data_bytes = int(config.get("data_bytes", 0))
         if data_bytes:
@@ -91,39 +101,60 @@ class Agent:
             proc = subprocess.Popen(
                 ["bash", "-c", request["cmd"]], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 cwd=request["cwd"], env=request["env"], start_new_session=True,
-                preexec_fn=self.limit_child if self.nproc else None,
+                preexec_fn=self.limit_child if self.limit_in_child else None, **self.as_user,
             )
-        self.sessions.add(proc.pid)
-        timed_out = not wait_exit(proc, request["timeout_s"])
+            self.sessions.add(proc.pid)
+            self.running[rid] = proc.pid
+            trimmers = [Trimmer(f.fileno(), request.get("keep_bytes", 1 << 20)) for f in (out, err)]
+            timed_out = not wait_exit(proc, request["timeout_s"], trimmers)
         if timed_out:
             kill_where(lambda pid, sid: sid == proc.pid)
             proc.wait()
+        self.running.pop(rid, None)
         return {"exit_code": proc.returncode, "timed_out": timed_out,
                 "duration_s": time.monotonic() - started}
+
+    def op_cancel(self, request: dict) -> dict:
+        """Kills the process tree of the exec request ``target`` (its caller gave up)."""
+        session = self.running.get(request["target"])
+        if session is not None:
+            kill_where(lambda pid, sid: sid == session)
+        return {}
 
     def limit_child(self) -> None:
         """Runs in the forked child before exec: commands get the plain process limit."""
         resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc, self.nproc))
 
     def op_put(self, request: dict) -> dict:
-        path = request["path"]
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        shutil.copyfile(request["src"], path)
-        os.chmod(path, request["mode"])
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"'
+        with open(request["src"], "rb") as src:
+            self.run_as_user([script, request["path"], f"{request['mode']:o}"], stdin=src)
         return {}
 
     def op_get(self, request: dict) -> dict:
-        path = request["path"]
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no regular file at {path}")
-        shutil.copyfile(path, request["dst"])
+        script = 'test -f "$1" || { echo "no regular file at $1" >&2; exit 2; }; exec cat -- "$1"'
+        with open(request["dst"], "wb") as dst:
+            self.run_as_user([script, request["path"]], stdout=dst)
         return {}
 
     def op_reset(self, request: dict) -> dict:
         self.kill_others()
-        for folder in [request["workdir"], *self.clear_dirs]:
-            empty_folder(folder)
+        script = 'for d in "$@"; do cd -- "$d" 2>/dev/null && rm -rf -- * .[!.]* ..?*; done; true'
+        self.run_as_user([script, request["workdir"], *self.clear_dirs])
         return {}
+
+    def run_as_user(self, args: list, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL) -> None:
+        """Runs ``bash -c args[0] _ args[1:]`` as the sandbox's user.
+
+        Raises:
+            OSError: it failed; the message is its stderr.
+        """
+        done = subprocess.run(
+            ["bash", "-c", args[0], "gymfleet", *args[1:]], stdin=stdin, stdout=stdout,
+            stderr=subprocess.PIPE, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout=FILE_TIMEOUT_S, **self.as_user)
+        if done.returncode != 0:
+            raise OSError(done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}")
 
     def kill_others(self) -> None:
         """Kills every process of the sandbox except pid 1 and the agent itself."""
@@ -136,75 +167,119 @@ class Agent:
         self.sessions.clear()
 
 
-def wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Waits for ``proc`` to exit, at most ``timeout_s``; True when it did.
+def wait_exit(proc: subprocess.Popen, timeout_s: float, trimmers: list) -> bool:
+    """Waits for ``proc`` to exit, at most ``timeout_s``; True when it did. Trims the output
+    files every ``TRIM_EVERY_S`` meanwhile.
 
     A pidfd wakes up the moment the process exits (``Popen.wait(timeout)`` polls with sleeps
     of up to 50 ms, which would add to every command's latency).
     """
+    deadline = time.monotonic() + timeout_s
     try:
         pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # old kernel or Python: fall back to polling
-        try:
-            proc.wait(timeout=timeout_s)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
+    except (AttributeError, OSError):  # old kernel or Python: poll
+        pidfd = None
     try:
-        ready, _, _ = select.select([pidfd], [], [], max(timeout_s, 0))
+        while True:
+            slice_s = min(deadline - time.monotonic(), TRIM_EVERY_S)
+            if slice_s <= 0:
+                return False
+            if pidfd is None:
+                try:
+                    proc.wait(timeout=slice_s)
+                    return True
+                except subprocess.TimeoutExpired:
+                    pass
+            elif select.select([pidfd], [], [], slice_s)[0]:
+                proc.wait()
+                return True
+            for trimmer in trimmers:
+                trimmer.trim()
     finally:
-        os.close(pidfd)
-    if ready:
-        proc.wait()
-    return bool(ready)
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+class Trimmer:
+    """Keeps an output file's disk use bounded while a command writes gigabytes to it.
+
+    Frees (punches a hole in) the middle of the file, past the head the host keeps, once more
+    than ``TRIM_SLACK_BYTES`` piled up there. The file keeps its size (the host reports it) and
+    reads back the same head and tail.
+    """
+
+    def __init__(self, fd: int, keep_bytes: int) -> None:
+        self.fd = fd
+        self.keep_bytes = keep_bytes
+        self.punched_to = -(-(keep_bytes // 2) // 4096) * 4096
+
+    def trim(self) -> None:
+        end = (os.fstat(self.fd).st_size - self.keep_bytes) // 4096 * 4096
+        if end - self.punched_to < TRIM_SLACK_BYTES:
+            return
+        if punch_hole(self.fd, self.punched_to, end - self.punched_to):
+            self.punched_to = end
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """fallocate(PUNCH_HOLE | KEEP_SIZE); False when the file system cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        return libc.fallocate(fd, 3, offset, length) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def kill_where(match) -> None:
-    """SIGKILLs the live processes ``match(pid, session_id)`` selects until none is left.
+    """SIGKILLs the processes ``match(pid, session_id)`` selects until none is left, then waits
+    (briefly) until pid 1 has reaped them, so that no zombie of theirs shows in ``ps``.
 
     Several rounds, because a process may fork between the scan and the kill (fork bombs).
     """
+    me = os.getpid()
     for _ in range(KILL_ROUNDS):
-        victims = [pid for pid, sid in live_processes() if match(pid, sid)]
+        victims = [p.pid for p in scan_processes() if p.state != "Z" and match(p.pid, p.sid)]
         if not victims:
-            return
+            break
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.005)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and any(
+            p.state == "Z" and p.ppid != me and match(p.pid, p.sid) for p in scan_processes()):
+        time.sleep(0.01)
 
 
-def live_processes() -> list[tuple[int, int]]:
-    """(pid, session id) of every process /proc shows that is not a zombie."""
+class Proc:
+    """One /proc entry: pid, state letter, parent pid, session id."""
+
+    __slots__ = ("pid", "state", "ppid", "sid")
+
+    def __init__(self, pid: int, fields: list) -> None:
+        self.pid = pid
+        self.state = fields[0].decode()
+        self.ppid = int(fields[1])
+        self.sid = int(fields[3])
+
+
+def scan_processes() -> list:
+    """Every process /proc shows (zombies included)."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
+                found.append(Proc(int(name), f.read().rsplit(b")", 1)[1].split()))
+        except (OSError, IndexError, ValueError):
             continue
-        if fields[0] not in (b"Z", b"X"):
-            found.append((int(name), int(fields[3])))
     return found
-
-
-def empty_folder(folder: str) -> None:
-    """Removes everything inside ``folder``, keeping the folder."""
-    if not os.path.isdir(folder):
-        return
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 if __name__ == "__main__":

@@ -73,7 +73,12 @@ class LocalSandbox:
     """A sandbox on this machine; see :mod:`gymfleet.envs.sandbox.local`.
 
     Use as ``async with backend.create(spec) as sb``. Implements
-    :class:`~gymfleet.envs.sandbox.base.Sandbox`, plus :meth:`reset` for pools.
+    :class:`~gymfleet.envs.sandbox.base.Sandbox`, plus :meth:`reset` for pools. Several
+    ``exec`` calls may run at once. Any event loop may drive it (one at a time).
+
+    Lifetime: the sandbox dies with the *thread* that started it (``--die-with-parent`` follows
+    the forking thread), so start it from a long-lived thread, e.g. the event loop's, not from
+    a short-lived worker thread.
     """
 
     def __init__(self, spec: SandboxSpec, labels: SandboxLabels, launch: Launch) -> None:
@@ -113,6 +118,11 @@ class LocalSandbox:
             log.warning(
                 "UNISOLATED local sandbox %s: bubblewrap is unavailable, commands run as plain "
                 "subprocesses of this host with its permissions", self.sandbox_id)
+        workdir = posixpath.normpath(self.spec.workdir)
+        if not posixpath.isabs(workdir) or workdir == "/" or workdir == self._launch.ctl_mount:
+            raise SandboxStartError(
+                f"spec.workdir {self.spec.workdir!r} cannot be a sandbox's workdir: give an "
+                "absolute folder other than / (e.g. /app)")
         try:
             self._prepare_host_dir()
             self._spawn()
@@ -123,6 +133,9 @@ class LocalSandbox:
             raise SandboxStartError(
                 f"local sandbox {self.sandbox_id} did not start: {exc}. {detail}".strip()
             ) from exc
+        except BaseException:  # cancelled while starting: leave nothing behind
+            await self.close()
+            raise
 
     async def exec(
         self,
@@ -137,9 +150,15 @@ class LocalSandbox:
         rid = uuid.uuid4().hex
         started = time.monotonic()
         command_env = {**self._base_env(), **self.spec.env, **(env or {})}
-        reply = await self._request(
-            "exec", timeout_s + AGENT_GRACE_S, rid=rid,
-            cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s)
+        try:
+            reply = await self._request(
+                "exec", timeout_s + AGENT_GRACE_S, rid=rid,
+                cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s,
+                keep_bytes=self.spec.max_output_bytes)
+        except asyncio.CancelledError:  # the caller gave up: so does the command
+            if self._channel is not None and not self._closed:
+                self._channel.notify("cancel", target=rid)
+            raise
         if "error" in reply:
             return ExecResult(126, "", f"gymfleet: cannot run the command: {reply['error']}\n",
                               time.monotonic() - started)
@@ -264,8 +283,7 @@ class LocalSandbox:
         if self._launch.uid_range is not None:
             self._uid = lease_uid(self._launch.uid_lock_dir, *self._launch.uid_range)
             uid = self._uid.uid
-            for path in (host_dir / "work", host_dir / "ctl", host_dir / "ctl" / "local_agent.py"):
-                os.chown(path, uid, uid)
+            os.chown(host_dir / "work", uid, uid)
             _write_user_files(host_dir, uid)
         self._record = SandboxRecord(
             sandbox_id=self.sandbox_id, run_id=self.labels.run_id,
