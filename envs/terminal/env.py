@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shlex
 import time
 import uuid
 from dataclasses import dataclass
@@ -214,7 +215,8 @@ class TerminalEnv(AgentEnv):
     async def _prepare(self, sandbox: Sandbox, task: Task, scratch: str) -> None:
         """Checks required tools, copies ``files/``, runs ``setup.sh``."""
         if task.config.requires:
-            check = "; ".join(f"command -v {t} >/dev/null 2>&1 || echo {t}" for t in task.config.requires)
+            tools = " ".join(shlex.quote(t) for t in task.config.requires)
+            check = f'for t in {tools}; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
             missing = (await sandbox.exec(check, timeout_s=30)).stdout.split()
             if missing:
                 raise SandboxStartError(
