@@ -1,0 +1,204 @@
+"""Where Chromium runs: a local process, or a container reached over the DevTools protocol.
+
+A :class:`BrowserHost` starts one Chromium and hands out its Playwright ``Browser``; envs open
+one ``BrowserContext`` each on it, so many episodes can share one Chromium. Hosts are picked by
+name from :data:`HOSTS` (``local``, ``docker``); ``auto`` means Docker when its daemon answers
+and the ``gymfleet/browser`` image is present, else local.
+
+Files the pages need (the MiniWoB HTML) live on this machine; :meth:`BrowserHost.file_url`
+turns such a path into the URL the browser must load: ``file://`` for a local Chromium, a path
+inside the container (where :class:`DockerChromium` copies them at start) for Docker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+import tarfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+from pydantic import BaseModel, Field
+
+from gymfleet.envs.browser.errors import BrowserStartError
+from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.envs.sandbox.base import SandboxLabels
+
+DEFAULT_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+BROWSER_IMAGE = "gymfleet/browser:latest"
+CONTAINER_PAGES_DIR = "/opt/gymfleet/pages"
+CONTAINER_CDP_PORT = 9222
+
+
+def _default_chromium() -> str:
+    return os.environ.get("GYMFLEET_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+
+
+class ChromiumConfig(BaseModel):
+    """How to start Chromium."""
+
+    executable_path: str = Field(default_factory=_default_chromium)
+    """Local backend: the Chromium binary (Debian's; ``playwright install`` is never needed)."""
+    args: list[str] = Field(default_factory=lambda: list(DEFAULT_ARGS))
+    """Local backend: command-line switches of the Chromium process."""
+    start_timeout_s: float = 30.0
+    """Seconds to wait for Chromium (process or container) to answer."""
+    image: str = BROWSER_IMAGE
+    """Docker backend: the image (built from images/browser/Dockerfile)."""
+    memory_mb: int = 2048
+    """Docker backend: memory limit of the container, MiB."""
+    cpus: float = 2.0
+    """Docker backend: CPU limit of the container, cores."""
+    pids_limit: int = 512
+    """Docker backend: most processes in the container."""
+
+
+@runtime_checkable
+class BrowserHost(Protocol):
+    """One Chromium, local or in a container. Use as an async context manager."""
+
+    name: str
+    isolated: bool
+
+    async def start(self) -> Any:
+        """Starts Chromium (once) and returns its Playwright async ``Browser``.
+
+        Raises:
+            BrowserStartError: Chromium did not start or did not answer in time.
+            SandboxUnavailableError: the backend is missing (no Docker daemon, no image).
+        """
+        ...
+
+    def file_url(self, path: Path) -> str:
+        """The URL at which this browser loads ``path``, a file under a folder it serves."""
+        ...
+
+    async def close(self) -> None:
+        """Closes the browser and everything it runs on. Idempotent."""
+        ...
+
+
+class _HostBase:
+    """Context-manager plumbing and the Playwright driver, shared by the hosts."""
+
+    name = "base"
+    isolated = False
+
+    def __init__(self, config: ChromiumConfig | None = None, pages_dirs: tuple[Path, ...] = ()):
+        self.config = config or ChromiumConfig()
+        self.pages_dirs = tuple(Path(p).resolve() for p in pages_dirs)
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> _HostBase:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> Any:
+        async with self._lock:
+            if self._browser is None:
+                from playwright.async_api import async_playwright
+
+                self._playwright = await async_playwright().start()
+                try:
+                    self._browser = await self._launch(self._playwright)
+                except BaseException:
+                    await self.close()
+                    raise
+            return self._browser
+
+    async def _launch(self, playwright: Any) -> Any:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        browser, self._browser = self._browser, None
+        playwright, self._playwright = self._playwright, None
+        try:
+            if browser is not None:
+                await browser.close()
+        finally:
+            if playwright is not None:
+                await playwright.stop()
+
+
+class LocalChromium(_HostBase):
+    """Chromium as a child process of this one, launched by Playwright (not isolated)."""
+
+    name = "local"
+
+    async def _launch(self, playwright: Any) -> Any:
+        exe = self.config.executable_path
+        if not Path(exe).exists():
+            raise SandboxUnavailableError(
+                f"Chromium not found at {exe}: apt-get install chromium (make services), "
+                "or set GYMFLEET_CHROMIUM to its path"
+            )
+        try:
+            return await playwright.chromium.launch(
+                executable_path=exe,
+                headless=True,
+                args=self.config.args,
+                timeout=self.config.start_timeout_s * 1000,
+            )
+        except Exception as exc:
+            raise BrowserStartError(f"Chromium at {exe} did not start: {exc}") from exc
+
+    def file_url(self, path: Path) -> str:
+        return Path(path).resolve().as_uri()
+
+
+# name -> host class; "auto" is resolved by open_host.
+HOSTS: dict[str, type[_HostBase]] = {"local": LocalChromium}
+
+
+def open_host(
+    sandbox: str = "auto", config: ChromiumConfig | None = None, pages_dirs: tuple[Path, ...] = ()
+) -> BrowserHost:
+    """A new, not yet started host of kind ``sandbox`` (``auto``, ``local`` or ``docker``).
+
+    Args:
+        sandbox: the kind; ``auto`` picks Docker when :func:`docker_ready` says so, else local.
+        config: how to start Chromium.
+        pages_dirs: folders of this machine whose files the pages load (``file_url``).
+
+    Raises:
+        SandboxUnavailableError: an unknown kind.
+    """
+    if sandbox == "auto":
+        sandbox = "docker" if "docker" in HOSTS and docker_ready(config or ChromiumConfig()) else "local"
+    try:
+        host_cls = HOSTS[sandbox]
+    except KeyError:
+        raise SandboxUnavailableError(
+            f"unknown browser sandbox {sandbox!r}; choose one of auto, {', '.join(HOSTS)}"
+        ) from None
+    return host_cls(config, pages_dirs)
+
+
+def docker_ready(config: ChromiumConfig) -> bool:
+    """True when a Docker daemon answers and holds the browser image."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.images.get(config.image)
+        return True
+    except Exception:
+        return False
