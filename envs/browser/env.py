@@ -54,7 +54,8 @@ class BrowserEnvConfig(BaseModel):
     """Device pixels per CSS pixel in screenshots (2 makes them readable)."""
     screenshots_dir: Path | None = None
     """When set, a PNG after reset and after each action at
-    ``<screenshots_dir>/<env id>/<instance>@<seed>/turn-NN.png`` (``info["screenshot_path"]``)."""
+    ``<screenshots_dir>/<env id>/<instance id>/turn-NN.png`` (``info["screenshot_path"]``),
+    emptied at each reset."""
     chromium: ChromiumConfig = Field(default_factory=ChromiumConfig)
     """How Chromium is started."""
 
@@ -109,6 +110,7 @@ class BrowserEnv(AgentEnv):
         self._page: Any = None
         self._task: BrowserTask | None = None
         self._seed = 0
+        self._instance = ""
         self._turn = 0
         self._started_at = 0.0
         self._finished = False
@@ -135,6 +137,7 @@ class BrowserEnv(AgentEnv):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         task, page_seed = self._pick(seed, options)
+        self._instance = str((options or {}).get("instance_id") or task.name)
         if self._host is None:
             self._host = open_host(self.config.sandbox, self.config.chromium, (miniwob_html_dir(),))
         await self._open_page(self._host)
@@ -247,12 +250,13 @@ class BrowserEnv(AgentEnv):
     # ---- screenshots ------------------------------------------------------------------
 
     def screenshots_folder(self) -> Path:
-        """Where this episode's PNGs go: ``<screenshots_dir>/<env id>/<instance>@<seed>/``."""
+        """Where this episode's PNGs go: ``<screenshots_dir>/<env id>/<instance id>/`` (the
+        instance id as the caller gave it: ``click-button`` or ``click-button@7``)."""
         if self.config.screenshots_dir is None or self._task is None:
             raise RuntimeError("screenshots_dir is not set, or no episode has started")
         env_id = self.spec.id if self.spec is not None else "browser"
         slug = re.sub(r"[^\w.@-]+", "_", env_id)
-        return self.config.screenshots_dir / slug / f"{self._task.name}@{self._seed}"
+        return self.config.screenshots_dir / slug / self._instance
 
     def _clear_screenshots(self) -> None:
         if self.config.screenshots_dir is not None:

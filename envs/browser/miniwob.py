@@ -33,10 +33,14 @@ _HIDE_HUD_CSS = "#reward-display, #sync-task-cover { display: none !important; }
 # Seeds Math.random, gives the page's timer room, and starts the episode (what the START
 # cover's click would do). EPISODE_MAX_TIME is ms.
 _START_JS = """
-({seed, maxMs}) => {
+({seed, maxMs, css}) => {
+  const style = document.createElement('style');
+  style.textContent = css;
+  document.head.appendChild(style);
   Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = maxMs;
   core.startEpisodeReal();
+  return WOB_TASK_READY;
 }
 """
 _READ_JS = """
@@ -112,9 +116,9 @@ class MiniWoBTask(BrowserTask):
             )
         except Exception as exc:
             raise BrowserTaskError(f"{self.name}: MiniWoB core.js did not load: {exc}") from exc
-        await page.add_style_tag(content=_HIDE_HUD_CSS)
-        await page.evaluate(_START_JS, {"seed": seed, "maxMs": int(self.page_time_limit_s * 1000)})
-        await page.wait_for_function("() => WOB_TASK_READY")
+        args = {"seed": seed, "maxMs": int(self.page_time_limit_s * 1000), "css": _HIDE_HUD_CSS}
+        if not await page.evaluate(_START_JS, args):
+            await page.wait_for_function("() => WOB_TASK_READY")
 
     async def instruction(self, page: Any) -> str:
         return str(await page.evaluate(_UTTERANCE_JS))

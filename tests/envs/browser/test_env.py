@@ -115,7 +115,7 @@ async def test_screenshots_are_png_files(browser_host, tmp_path: Path) -> None:
         _, reward, *_, info2 = await env.step_async(await env.gold_policy().act(_))
     finally:
         await env.close_async()
-    shots = sorted((tmp_path / "browser" / "click-test@0").glob("turn-*.png"))
+    shots = sorted((tmp_path / "browser" / "click-test").glob("turn-*.png"))
     assert [p.name for p in shots] == ["turn-00.png", "turn-01.png"]
     assert info["screenshot_path"] == str(shots[0]) and info2["screenshot_path"] == str(shots[1])
     data = shots[0].read_bytes()
