@@ -5,10 +5,14 @@ from __future__ import annotations
 import typer
 
 from gymfleet.cli_envs import envs_app, rollout
+from gymfleet.cli_images import images_app
+from gymfleet.cli_sandbox import sandbox_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.add_typer(envs_app, name="envs")
 app.command("rollout")(rollout)
+app.add_typer(images_app, name="images")
+app.add_typer(sandbox_app, name="sandbox")
 
 if __name__ == "__main__":
     app()
