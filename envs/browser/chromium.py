@@ -16,6 +16,7 @@ import asyncio
 import io
 import os
 import shutil
+import socket
 import tarfile
 import time
 from pathlib import Path, PurePosixPath
@@ -26,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from gymfleet.envs.browser.errors import BrowserStartError
 from gymfleet.envs.errors import SandboxUnavailableError
-from gymfleet.envs.sandbox.base import SandboxLabels
+from gymfleet.envs.sandbox.base import LABEL_HOST, LABEL_OWNER_PID, SandboxLabels
 
 DEFAULT_ARGS = [
     "--no-sandbox",
@@ -64,6 +65,10 @@ class ChromiumConfig(BaseModel):
     """Docker backend: CPU limit of the container, cores."""
     pids_limit: int = 512
     """Docker backend: most processes in the container."""
+    network: bool = False
+    """Docker backend: let Chromium reach outside hosts (URL tasks on real sites)."""
+    ttl_s: float = 6 * 3600.0
+    """Docker backend: seconds after which the reaper may remove the container."""
 
 
 @runtime_checkable
@@ -164,8 +169,139 @@ class LocalChromium(_HostBase):
         return Path(path).resolve().as_uri()
 
 
+class DockerChromium(_HostBase):
+    """Chromium in a ``gymfleet/browser`` container, reached over CDP on a 127.0.0.1 port.
+
+    The container carries the sandboxes' ``gymfleet.*`` labels (run, rollout, expiry, owner
+    pid, host), so the Docker backend's reaper removes it if this process dies. The pages
+    are copied in at start; Chromium inside reaches no outside network unless
+    ``config.network``.
+    """
+
+    name = "docker"
+    isolated = True
+
+    def __init__(
+        self,
+        config: ChromiumConfig | None = None,
+        pages_dirs: tuple[Path, ...] = (),
+        labels: SandboxLabels | None = None,
+    ) -> None:
+        super().__init__(config, pages_dirs)
+        self.labels = labels or SandboxLabels()
+        self._container: Any = None
+
+    async def _launch(self, playwright: Any) -> Any:
+        self._container, port = await asyncio.to_thread(self._start_container)
+        endpoint = f"http://127.0.0.1:{port}"
+        await self._wait_for_cdp(endpoint)
+        try:
+            return await playwright.chromium.connect_over_cdp(
+                endpoint, timeout=self.config.start_timeout_s * 1000
+            )
+        except Exception as exc:
+            raise BrowserStartError(f"could not connect to Chromium at {endpoint}: {exc}") from exc
+
+    def _start_container(self) -> tuple[Any, int]:
+        import docker
+
+        from gymfleet.envs.images import ensure_image
+
+        tag = _image_tag(self.config.image, ensure_image)
+        labels = self.labels.with_expiry(self.config.ttl_s)
+        container = docker.from_env(timeout=60).containers.run(
+            tag,
+            detach=True,
+            name=f"gymfleet-browser-{labels.run_id}-{labels.rollout_id}",
+            labels=labels.as_dict()
+            | {LABEL_OWNER_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()},
+            ports={f"{CONTAINER_CDP_PORT}/tcp": ("127.0.0.1", None)},
+            environment={"GYMFLEET_BROWSER_NETWORK": "1" if self.config.network else "0"},
+            nano_cpus=int(self.config.cpus * 1e9),
+            mem_limit=f"{self.config.memory_mb}m",
+            pids_limit=self.config.pids_limit,
+            shm_size="256m",
+            init=True,
+        )
+        try:
+            if self.pages_dirs:
+                container.put_archive(CONTAINER_PAGES_DIR, _tar_dirs(self.pages_dirs))
+            container.reload()
+            port = int(container.ports[f"{CONTAINER_CDP_PORT}/tcp"][0]["HostPort"])
+        except Exception:
+            container.remove(force=True)
+            raise
+        return container, port
+
+    async def _wait_for_cdp(self, endpoint: str) -> None:
+        deadline = time.monotonic() + self.config.start_timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while True:
+                try:
+                    response = await client.get(f"{endpoint}/json/version")
+                    if response.status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    logs = await asyncio.to_thread(self._container.logs, tail=20)
+                    raise BrowserStartError(
+                        f"Chromium in container {self._container.name} did not answer at {endpoint} "
+                        f"within {self.config.start_timeout_s:g} s; its log ends:\n{logs.decode(errors='replace')}"
+                    )
+                await asyncio.sleep(0.2)
+
+    def file_url(self, path: Path) -> str:
+        path = Path(path).resolve()
+        for i, folder in enumerate(self.pages_dirs):
+            if path.is_relative_to(folder):
+                inside = PurePosixPath(CONTAINER_PAGES_DIR) / str(i) / path.relative_to(folder).as_posix()
+                return inside.as_uri()
+        raise BrowserStartError(
+            f"{path} is not under a folder copied into the browser container "
+            f"({', '.join(map(str, self.pages_dirs)) or 'none'}): pass it in pages_dirs"
+        )
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            container, self._container = self._container, None
+            if container is not None:
+                await asyncio.to_thread(_remove_quietly, container)
+
+
+def _image_tag(image: str, ensure_image: Any) -> str:
+    """Builds ``images/browser`` when the configured image is the project's own; else as given."""
+    if image == BROWSER_IMAGE:
+        try:
+            return str(ensure_image("browser"))
+        except Exception as exc:
+            raise SandboxUnavailableError(
+                f"the browser image could not be built: {exc}. Run `gymfleet images build browser`, "
+                "or pass sandbox='local'"
+            ) from exc
+    return image
+
+
+def _tar_dirs(folders: tuple[Path, ...]) -> bytes:
+    """A tar of each folder as ``<index>/...`` (the layout :meth:`DockerChromium.file_url` maps)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for i, folder in enumerate(folders):
+            tar.add(str(folder), arcname=str(i))
+    return buffer.getvalue()
+
+
+def _remove_quietly(container: Any) -> None:
+    try:
+        container.remove(force=True, v=True)
+    except Exception:  # already gone (the reaper, or the daemon restarted)
+        pass
+
+
 # name -> host class; "auto" is resolved by open_host.
-HOSTS: dict[str, type[_HostBase]] = {"local": LocalChromium}
+HOSTS: dict[str, type[_HostBase]] = {"local": LocalChromium, "docker": DockerChromium}
 
 
 def open_host(

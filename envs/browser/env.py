@@ -37,7 +37,9 @@ class BrowserEnvConfig(BaseModel):
     tasks: list[str | BrowserTask] | None = None
     """MiniWoB task names or task objects this env plays; None plays every MiniWoB task."""
     sandbox: Literal["auto", "local", "docker"] = "local"
-    """Where Chromium runs: a local process, a container, or Docker when available."""
+    """Where Chromium runs: a local process (default: the agent only clicks and types, it runs
+    no code), a ``gymfleet/browser`` container, or ``auto`` (Docker when its daemon answers and
+    the image is built)."""
     max_turns: int = Field(20, ge=1)
     """Actions per episode before it is truncated."""
     time_limit_s: float = Field(120.0, gt=0)
@@ -233,7 +235,8 @@ class BrowserEnv(AgentEnv):
     async def _info(self, outcome: TaskOutcome, truncated: bool = False) -> dict[str, Any]:
         assert self._task is not None and self._host is not None
         info: dict[str, Any] = {
-            "instance_id": self._task.name,
+            "instance_id": self._instance,
+            "task": self._task.name,
             "seed": self._seed,
             "turn": self._turn,
             "raw_reward": outcome.raw_reward,
