@@ -25,10 +25,12 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import Progress
 
+from gymfleet.envs.browser.baselines import RandomPolicy
 from gymfleet.envs.browser.chromium import BrowserHost, open_host
 from gymfleet.envs.browser.env import BrowserEnv
 from gymfleet.envs.browser.gold import SOLVERS
 from gymfleet.envs.browser.miniwob import miniwob_html_dir
+from gymfleet.envs.episode import run_episode
 
 TASKS = sorted(SOLVERS)
 RISE_THRESHOLD = 1.10
@@ -84,7 +86,21 @@ async def latency(host: BrowserHost, cfg: BenchConfig, progress: Progress) -> di
             progress.advance(bar)
     finally:
         await env.close_async()
-    return {"reset": pct_ms(resets), "step": pct_ms(steps), "gold_success_rate": float(np.mean(rewards))}
+    return {"reset": pct_ms(resets), "step": pct_ms(steps), "gold_success_rate": float(np.mean(rewards)),
+            "random_success_rate": await random_baseline(host)}
+
+
+async def random_baseline(host: BrowserHost) -> float:
+    """Success rate of RandomPolicy (5 turns) on each gold task once: the floor to beat."""
+    env = BrowserEnv(host=host, tasks=TASKS, max_turns=5)
+    try:
+        rewards = [
+            (await run_episode(env, RandomPolicy(seed=i), instance_id=f"{task}@{i}")).reward
+            for i, task in enumerate(TASKS)
+        ]
+    finally:
+        await env.close_async()
+    return round(float(np.mean(rewards)), 3)
 
 
 async def throughput(host: BrowserHost | None, n_envs: int, cfg: BenchConfig) -> dict:

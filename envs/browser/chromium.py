@@ -19,6 +19,7 @@ import shutil
 import socket
 import tarfile
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
@@ -96,7 +97,7 @@ class BrowserHost(Protocol):
         ...
 
 
-class _HostBase:
+class _HostBase(ABC):
     """Context-manager plumbing and the Playwright driver, shared by the hosts."""
 
     name = "base"
@@ -129,8 +130,13 @@ class _HostBase:
                     raise
             return self._browser
 
+    @abstractmethod
     async def _launch(self, playwright: Any) -> Any:
-        raise NotImplementedError
+        """Starts Chromium and returns the connected Playwright ``Browser``."""
+
+    @abstractmethod
+    def file_url(self, path: Path) -> str:
+        """See :meth:`BrowserHost.file_url`."""
 
     async def close(self) -> None:
         browser, self._browser = self._browser, None

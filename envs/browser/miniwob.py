@@ -153,7 +153,7 @@ def register_envs() -> None:
     """
     if importlib.util.find_spec("miniwob") is None or importlib.util.find_spec("playwright") is None:
         return
-    ids = {GENERIC_ENV_ID: {}}
+    ids: dict[str, dict[str, Any]] = {GENERIC_ENV_ID: {}}
     ids.update({env_id_for(name): {"tasks": [name]} for name in miniwob_task_names()})
     for env_id, kwargs in ids.items():
         if env_id not in gymnasium.registry:

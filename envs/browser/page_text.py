@@ -210,7 +210,7 @@ def parse_page_text(tree_text: str) -> tuple[PageNode, ...]:
         if not m:
             continue
         rest = m["rest"].strip()
-        name, value, states = "", None, []
+        name, value = "", None
         if rest.startswith('"'):
             name, end = decoder.raw_decode(rest)
             rest = rest[end:].strip()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gymfleet.envs.base import ConstantPolicy
+from gymfleet.envs.browser.baselines import RandomPolicy
 from gymfleet.envs.browser.env import BrowserEnv
 from gymfleet.envs.browser.errors import NoGoldPolicyError
 from gymfleet.envs.browser.gold import SOLVERS
@@ -54,6 +55,19 @@ async def test_noop_policy_scores_zero_and_is_truncated(browser_host) -> None:
             assert "turn limit (3) reached" in episode.turns[-1].observation
     finally:
         await env.close_async()
+
+
+async def test_random_policy_scores_low(browser_host) -> None:
+    env = BrowserEnv(host=browser_host, tasks=GOLD_TASKS, max_turns=3, action_timeout_s=0.5)
+    rewards = []
+    try:
+        for i, task in enumerate(GOLD_TASKS):
+            instance = f"{task}@{i}"
+            episode = await run_episode(env, RandomPolicy(seed=i), instance_id=instance)
+            rewards.append(episode.reward)
+    finally:
+        await env.close_async()
+    assert sum(rewards) / len(rewards) <= 0.3, rewards
 
 
 async def test_partial_raw_reward_is_not_success(browser_host) -> None:
