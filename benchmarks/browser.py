@@ -31,6 +31,7 @@ from gymfleet.envs.browser.env import BrowserEnv
 from gymfleet.envs.browser.gold import SOLVERS
 from gymfleet.envs.browser.miniwob import miniwob_html_dir
 from gymfleet.envs.episode import run_episode
+from gymfleet.envs.errors import GymfleetEnvError
 
 TASKS = sorted(SOLVERS)
 RISE_THRESHOLD = 1.10
@@ -108,12 +109,16 @@ async def throughput(host: BrowserHost | None, n_envs: int, cfg: BenchConfig) ->
         BrowserEnv(host=host, tasks=TASKS, sandbox=cfg.sandbox) for _ in range(n_envs)
     ]
     done: list[float] = []
+    errors: list[str] = []
     deadline = 0.0
 
     async def worker(k: int, env: BrowserEnv) -> None:
         i = 0
         while time.perf_counter() < deadline:
-            done.append(await play(env, f"{TASKS[(k + i) % len(TASKS)]}@{k * 1000 + i}", [], []))
+            try:
+                done.append(await play(env, f"{TASKS[(k + i) % len(TASKS)]}@{k * 1000 + i}", [], []))
+            except GymfleetEnvError as exc:  # e.g. a page that did not load in time: counted, not fatal
+                errors.append(str(exc)[:200])
             i += 1
 
     try:
@@ -125,7 +130,8 @@ async def throughput(host: BrowserHost | None, n_envs: int, cfg: BenchConfig) ->
     finally:
         await asyncio.gather(*(env.close_async() for env in envs))
     return {"concurrency": n_envs, "episodes": len(done), "episodes_per_s": round(len(done) / elapsed, 2),
-            "success_rate": round(float(np.mean(done)), 3) if done else None}
+            "success_rate": round(float(np.mean(done)), 3) if done else None,
+            "errors": len(errors), "first_error": errors[0] if errors else None}
 
 
 def saturation(curve: list[dict]) -> int:

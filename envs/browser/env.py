@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from playwright.async_api import Error as PlaywrightError
 from pydantic import BaseModel, ConfigDict, Field
 
 from gymfleet.envs.base import AgentEnv, Policy
 from gymfleet.envs.browser.actions import GRAMMAR, parse_action, run_action
 from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig, open_host
-from gymfleet.envs.browser.errors import BrowserActionError, NoGoldPolicyError
+from gymfleet.envs.browser.errors import BrowserActionError, BrowserTaskError, NoGoldPolicyError
+from gymfleet.envs.browser.gold import gold_first
 from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
 from gymfleet.envs.browser.page_text import PageView, observation_text, snapshot_nodes
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
@@ -35,7 +37,8 @@ class BrowserEnvConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     tasks: list[str | BrowserTask] | None = None
-    """MiniWoB task names or task objects this env plays; None plays every MiniWoB task."""
+    """MiniWoB task names or task objects this env plays, in ``instance_ids()`` order; None
+    plays every MiniWoB task, those with a scripted gold policy first."""
     sandbox: Literal["auto", "local", "docker"] = "local"
     """Where Chromium runs: a local process (default: the agent only clicks and types, it runs
     no code), a ``gymfleet/browser`` container, or ``auto`` (Docker when its daemon answers and
@@ -120,7 +123,7 @@ class BrowserEnv(AgentEnv):
     @staticmethod
     def _build_tasks(tasks: list[str | BrowserTask] | None) -> dict[str, BrowserTask]:
         html_dir = miniwob_html_dir()
-        names = tasks if tasks is not None else miniwob_task_names(html_dir)
+        names = tasks if tasks is not None else gold_first(miniwob_task_names(html_dir))
         built = [t if isinstance(t, BrowserTask) else MiniWoBTask(t, html_dir) for t in names]
         if not built:
             raise ValueError("BrowserEnv needs at least one task")
@@ -144,8 +147,7 @@ class BrowserEnv(AgentEnv):
             self._host = open_host(self.config.sandbox, self.config.chromium, (miniwob_html_dir(),))
         await self._open_page(self._host)
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
-        async with asyncio.timeout(self.config.start_timeout_s):
-            await task.start(self._page, self._host, page_seed)
+        await self._start_task(task, page_seed)
         self._started_at = time.monotonic()
         self._clear_screenshots()
         obs = observation_text(await self._view())
@@ -165,6 +167,26 @@ class BrowserEnv(AgentEnv):
         )
         self._context.set_default_timeout(self.config.action_timeout_s * 1000)
         self._page = await self._context.new_page()
+
+    async def _start_task(self, task: BrowserTask, page_seed: int) -> None:
+        """Runs the task's set-up under ``start_timeout_s`` (page loads get that long, not the
+        shorter action timeout).
+
+        Raises:
+            BrowserTaskError: the page did not load or set up in time.
+        """
+        assert self._page is not None and self._host is not None
+        self._page.set_default_timeout(self.config.start_timeout_s * 1000)
+        try:
+            async with asyncio.timeout(self.config.start_timeout_s):
+                await task.start(self._page, self._host, page_seed)
+        except (TimeoutError, PlaywrightError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BrowserTaskError(
+                f"task {task.name!r} did not load within {self.config.start_timeout_s:g} s: {first}"
+            ) from exc
+        finally:
+            self._page.set_default_timeout(self.config.action_timeout_s * 1000)
 
     def _pick(self, seed: int | None, options: dict[str, Any] | None) -> tuple[BrowserTask, int]:
         ids = self.instance_ids()

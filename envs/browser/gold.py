@@ -197,3 +197,8 @@ def gold_policy_for(task: str) -> GoldPolicy | None:
     """A fresh gold policy for MiniWoB task ``task``, or None when none is scripted."""
     solver = SOLVERS.get(task)
     return GoldPolicy(task, solver) if solver is not None else None
+
+
+def gold_first(tasks: list[str]) -> list[str]:
+    """``tasks`` with those that have a gold policy first (each part keeps its order)."""
+    return [t for t in tasks if t in SOLVERS] + [t for t in tasks if t not in SOLVERS]
