@@ -57,6 +57,17 @@ async def test_noop_policy_scores_zero_and_is_truncated(browser_host) -> None:
         await env.close_async()
 
 
+async def test_time_limit_truncates(browser_host) -> None:
+    env = BrowserEnv(host=browser_host, tasks=["click-button"], time_limit_s=0.001)
+    try:
+        await env.reset_async(seed=0)
+        obs, reward, terminated, truncated, info = await env.step_async("noop()")
+    finally:
+        await env.close_async()
+    assert truncated and not terminated and reward == 0.0 and info["truncated"]
+    assert "time limit (0.001 s" in obs
+
+
 async def test_random_policy_scores_low(browser_host) -> None:
     env = BrowserEnv(host=browser_host, tasks=GOLD_TASKS, max_turns=3, action_timeout_s=0.5)
     rewards = []
