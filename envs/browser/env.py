@@ -61,6 +61,9 @@ class BrowserEnvConfig(BaseModel):
     """When set, a PNG after reset and after each action at
     ``<screenshots_dir>/<env id>/<instance id>/turn-NN.png`` (``info["screenshot_path"]``),
     emptied at each reset."""
+    pages_dirs: list[Path] = Field(default_factory=list)
+    """Folders of this machine whose files URL tasks load by ``file://`` (copied into the
+    container with Docker; MiniWoB's own folder is always there)."""
     chromium: ChromiumConfig = Field(default_factory=ChromiumConfig)
     """How Chromium is started."""
 
@@ -144,7 +147,8 @@ class BrowserEnv(AgentEnv):
         task, page_seed = self._pick(seed, options)
         self._instance = str((options or {}).get("instance_id") or task.name)
         if self._host is None:
-            self._host = open_host(self.config.sandbox, self.config.chromium, (miniwob_html_dir(),))
+            pages = (miniwob_html_dir(), *self.config.pages_dirs)
+            self._host = open_host(self.config.sandbox, self.config.chromium, pages)
         await self._open_page(self._host)
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
         await self._start_task(task, page_seed)
