@@ -58,7 +58,9 @@ def _register_families() -> None:
 
 
 # Modules exposing ``register_envs()``; each registers a family of ids.
-_FAMILY_MODULES: list[str] = []
+_FAMILY_MODULES: list[str] = [
+    "gymfleet.envs.browser.miniwob",
+]
 
 _plugins_loaded = False
 

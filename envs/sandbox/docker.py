@@ -56,6 +56,7 @@ class _WrapperFailedError(Exception):
 
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
 _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
+_MAX_ARGV_CMD_BYTES = 64 << 10  # Linux caps one argv string at 128 KiB: longer commands go by file
 
 
 class DockerBackendConfig(BaseModel):
@@ -257,6 +258,9 @@ class DockerSandbox:
         """
         head_n, tail_n = split_limit(self.spec.max_output_bytes)
         exec_dir = f"{EXEC_ROOT}/{uuid.uuid4().hex}"
+        if len(cmd.encode()) > _MAX_ARGV_CMD_BYTES:
+            await self.put_file(f"{exec_dir}/cmd.sh", cmd.encode())
+            cmd = f". {exec_dir}/cmd.sh"
         argv = wrapper_argv(exec_dir, self._path(workdir or "."), head_n, tail_n, cmd)
         started = time.monotonic()
         run = asyncio.ensure_future(self._backend.run_blocking(self._exec_sync, container, argv, env))
