@@ -294,6 +294,13 @@ async def test_container_carries_the_spec_limits_and_labels(backend: DockerBacke
 
 
 @pytest.mark.docker
+async def test_memory_limit_kills_the_hog_not_the_sandbox(sandbox: DockerSandbox) -> None:
+    hog = await sandbox.exec("python3 -c 'x = bytearray(600 * 2**20); print(len(x))'", timeout_s=60)
+    assert hog.exit_code == 137 and hog.stdout == ""  # OOM-killed at spec.memory_mb = 256
+    assert (await sandbox.exec("echo fine")).stdout == "fine\n"
+
+
+@pytest.mark.docker
 async def test_close_is_idempotent_and_removes_the_container(backend: DockerBackend, spec: SandboxSpec) -> None:
     sb = backend.create(spec, labels())
     await sb.start()
