@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
-from gymfleet.envs.sandbox import Sandbox, SandboxLabels
+from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
@@ -89,13 +89,16 @@ class SWEEnv(AgentEnv):
 
     noop_action: ClassVar[str] = f"```bash\n{SUBMIT}\n```"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, backend: SandboxBackend | None = None, **kwargs: Any) -> None:
+        """Args: ``backend``: a sandbox backend to share between envs (one thread pool, one
+        orphan sweep); made from ``harness.sandbox_backend`` when None. ``kwargs``: the fields
+        of :class:`SWEEnvConfig`."""
         super().__init__()
         self.config = SWEEnvConfig(**kwargs)
         harness = self.config.harness.model_copy()
         if self.config.repo_mirror is not None:
             harness.repo_mirrors = [self.config.repo_mirror, *harness.repo_mirrors]
-        self.harness = SWEHarness(harness)
+        self.harness = SWEHarness(harness, backend)
         self._instances = {i.instance_id: i for i in
                            load_instances(self.config.dataset, self.config.instance_ids)}
         self._instance: SWEInstance | None = None

@@ -81,10 +81,13 @@ def diff_command(base_commit: str, paths: list[str]) -> str:
 
 def apply_script() -> str:
     """Applies ``PATCH_PATH``: each of swebench's commands in turn, resetting the tree between
-    attempts; prints swebench's ``>>>>> Applied Patch`` or ``>>>>> Patch Apply Failed``."""
+    attempts; prints swebench's ``>>>>> Applied Patch`` or ``>>>>> Patch Apply Failed``. An
+    attempt that exits 0 but leaves the tree unchanged counts as failed."""
     c = upstream.constants()
+    # `patch --fuzz=5` exits 0 on some garbage without changing anything: that is a failure
     attempts = [
-        f"if {cmd} {PATCH_PATH}; then echo '{c.APPLY_PATCH_PASS}'; exit 0; fi\n"
+        f"if {cmd} {PATCH_PATH} && [ -n \"$(git status --porcelain)\" ]; then "
+        f"echo '{c.APPLY_PATCH_PASS}'; exit 0; fi\n"
         "git checkout -q -f . && git clean -fdq"
         for cmd in APPLY_COMMANDS
     ]
