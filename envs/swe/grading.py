@@ -168,7 +168,7 @@ def grade_log(
         status_map = parse_status_map(section, parser, spec) or parse_status_map(log, parser, spec)
         error = _check_status_map(status_map, exit_code)
     if error is not None:
-        empty = {"success": [], "failure": []}
+        empty: dict[str, list[str]] = {"success": [], "failure": []}
         return Grade(False, False, "RESOLVED_NO", TestsStatus(dict(empty), dict(empty)),
                      status_map, exit_code, error)
     effective = _effective_statuses(status_map, fail_to_pass, pass_to_pass)
