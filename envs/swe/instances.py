@@ -64,6 +64,11 @@ class SWEInstance(BaseModel):
             return json.loads(value) if value.strip() else []
         return value
 
+    @field_validator("hints_text", "created_at", "environment_setup_commit", mode="before")
+    @classmethod
+    def _none_as_empty(cls, value: Any) -> Any:
+        return "" if value is None else value
+
     @field_validator("version", mode="before")
     @classmethod
     def _version_str(cls, value: Any) -> str:

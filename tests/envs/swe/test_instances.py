@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -80,8 +83,17 @@ def test_bad_rows_and_files_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_setup_commit_defaults_to_base_commit() -> None:
-    inst = SWEInstance.model_validate(row(environment_setup_commit=""))
-    assert inst.setup_commit == "a" * 40
+    inst = SWEInstance.model_validate(row(environment_setup_commit=None, hints_text=None))
+    assert inst.setup_commit == "a" * 40 and inst.hints_text == ""
+
+
+def test_dataset_name_without_a_hub_is_a_clear_error() -> None:
+    code = ("from gymfleet.envs.swe.instances import load_instances\n"
+            "try:\n    load_instances('princeton-nlp/SWE-bench_Lite')\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120).stdout
+    assert out.startswith("InstanceLoadError") and "pass a local .json" in out
 
 
 def test_predictions_gold_empty_and_file(tmp_path: Path) -> None:
