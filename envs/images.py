@@ -62,6 +62,8 @@ class BaseImageConfig(BaseModel):
     """Extra packages installed into the base."""
     drop_paths: list[str] = []
     """Paths (relative to the rootfs, globs allowed) deleted before import, to keep it small."""
+    env: dict[str, str] = {}
+    """Environment variables of the image (``ENV`` on import): PATH, locale, pip retries."""
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,7 @@ class ImageBuilder:
             subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True)
             repository, _, version = tag.partition(":")
             changes = [
-                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "ENV LANG=C.UTF-8",
+                *(f"ENV {key}={value}" for key, value in config.env.items()),
                 'CMD ["bash"]',
                 *(f"LABEL {key}={value}" for key, value in self._labels(image, tag).items()),
             ]
@@ -329,6 +330,10 @@ def _unmount_under(root: Path) -> None:
 
 def ensure_image(name: str, force: bool = False, images_dir: Path | None = None, log: Log | None = None) -> str:
     """Builds ``images/<name>`` (and its parents) if its current tag is missing; returns the tag.
+
+    Blocking (seconds when built, minutes when not): from async code use
+    ``await asyncio.to_thread(ensure_image, name)``. Use the returned tag rather than
+    ``gymfleet/<name>:latest``, which follows whichever build ran last on the daemon.
 
     Raises:
         ImageBuildError: the daemon is unreachable or the build failed (message ends with the

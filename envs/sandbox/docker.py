@@ -1,9 +1,9 @@
 """The Docker sandbox backend: one container per sandbox, driven through the docker SDK.
 
-A container runs ``sleep infinity`` under Docker's init (tini, which reaps the zombies that
-agents' background jobs leave), with the spec's CPU, memory and pids limits, no network unless
-the spec asks, and ``gymfleet.*`` labels (run, rollout, expiry, owner pid, host) so that
-:meth:`DockerBackend.gc` can find what nobody owns. Commands run through the wrapper of
+A container (:mod:`~gymfleet.envs.sandbox.docker_container`) idles under Docker's init with the
+spec's CPU, memory and pids limits, no network unless the spec asks, and ``gymfleet.*`` labels
+(run, rollout, expiry, owner pid, host) so that :meth:`DockerBackend.gc` can find what nobody
+owns. Commands run through the wrapper of
 :mod:`gymfleet.envs.sandbox.docker_exec`. The SDK blocks, so every call runs in the backend's
 thread pool (sized for many concurrent sandboxes, unlike asyncio's default of cores + 4).
 """
@@ -13,12 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import io
 import os
 import posixpath
-import re
-import socket
-import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,26 +31,21 @@ from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxError,
     SandboxFileError,
-    SandboxStartError,
     SandboxUnavailableError,
 )
-from gymfleet.envs.sandbox.base import (
-    LABEL_EXPIRES_AT,
-    LABEL_HOST,
-    LABEL_OWNER_PID,
-    LABEL_RUN_ID,
-    ExecResult,
-    SandboxLabels,
-    SandboxSpec,
-)
+from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker_container import create_container
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
     KILL_SCRIPT,
+    RESET_SCRIPT,
     head_tail_of,
     parse_frame,
     split_limit,
     wrapper_argv,
 )
+from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
+from gymfleet.envs.sandbox.docker_gc import reap
 
 T = TypeVar("T")
 
@@ -62,7 +53,10 @@ T = TypeVar("T")
 class _WrapperFailedError(Exception):
     """The exec wrapper printed no exit code (no process could start, or bash is gone)."""
 
+
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
+_READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
+_MAX_ARGV_CMD_BYTES = 64 << 10  # Linux caps one argv string at 128 KiB: longer commands go by file
 
 
 class DockerBackendConfig(BaseModel):
@@ -135,11 +129,8 @@ class DockerBackend:
         await self.gc()
 
     async def gc(self, *, run_id: str | None = None, expired_only: bool = True) -> int:
-        """Removes containers labelled ``gymfleet.*`` that are expired or whose owner is dead.
-
-        A container's owner is dead when its ``gymfleet.host`` label names this host and no
-        process has its ``gymfleet.owner_pid``. Containers of live owners on other hosts are
-        removed only once expired.
+        """Removes containers labelled ``gymfleet.*`` that are expired or whose owner is dead
+        (see :mod:`gymfleet.envs.sandbox.docker_gc`).
 
         Args:
             run_id: only containers of this run.
@@ -151,37 +142,8 @@ class DockerBackend:
         return await self.run_blocking(self._gc_sync, run_id, expired_only)
 
     def _gc_sync(self, run_id: str | None, expired_only: bool) -> int:
-        label = f"{LABEL_RUN_ID}={run_id}" if run_id else LABEL_RUN_ID
-        with _docker_errors("list sandboxes"):
-            containers = self.client().containers.list(all=True, filters={"label": label})
-        removed = 0
-        for container in containers:
-            if expired_only and not _is_stale(container.labels):
-                continue
-            with contextlib.suppress(docker.errors.NotFound), _docker_errors("remove a sandbox"):
-                container.remove(force=True, v=True)
-                removed += 1
-        return removed
-
-
-def _is_stale(labels: dict[str, str]) -> bool:
-    """True when a container's labels say it expired or its owner process is gone."""
-    expires_at = float(labels.get(LABEL_EXPIRES_AT, "0") or 0)
-    if expires_at and expires_at < time.time():
-        return True
-    if labels.get(LABEL_HOST) != socket.gethostname():
-        return False
-    try:
-        pid = int(labels.get(LABEL_OWNER_PID, ""))
-    except ValueError:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+        with _docker_errors("remove stale sandboxes"):
+            return reap(self.client(), run_id, expired_only)
 
 
 @contextlib.contextmanager
@@ -191,7 +153,7 @@ def _docker_errors(doing: str) -> Iterator[None]:
         yield
     except (docker.errors.NotFound, SandboxError):
         raise
-    except docker.errors.DockerException as exc:
+    except docker.errors.DockerException as exc:  # before RequestException: APIError is both
         raise SandboxError(f"Docker failed to {doing}: {exc}") from exc
     except requests.exceptions.RequestException as exc:
         raise SandboxUnavailableError(
@@ -240,40 +202,9 @@ class DockerSandbox:
             return
         await self._backend.sweep_once()
         self.labels = self.labels.with_expiry(self.spec.ttl_s)
-        self._container = await self._backend.run_blocking(self._create_sync)
-
-    def _create_sync(self) -> Container:
-        spec = self.spec
-        labels = self.labels.as_dict() | {LABEL_OWNER_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()}
-        name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"gymfleet-{self.labels.run_id}-{self.labels.rollout_id}")
-        kwargs: dict[str, Any] = dict(
-            command=["sleep", "infinity"],
-            init=True,
-            name=f"{name}-{uuid.uuid4().hex[:6]}",
-            labels=labels,
-            working_dir=spec.workdir,
-            environment=spec.env,
-            network_mode=None if spec.network else "none",
-            nano_cpus=int(spec.cpus * 1e9),
-            mem_limit=f"{spec.memory_mb}m",
-            memswap_limit=f"{spec.memory_mb}m",
-            pids_limit=spec.pids_limit,
-            detach=True,
+        self._container = await self._backend.run_blocking(
+            create_container, self._backend.client(), self.spec, self.labels
         )
-        client = self._backend.client()
-        try:
-            container = client.containers.create(spec.image, **kwargs)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxStartError(f"image {spec.image} not found: {_build_hint(spec.image)}") from exc
-        except docker.errors.APIError as exc:
-            raise SandboxStartError(f"Docker refused to create a sandbox of {spec.image}: {exc}") from exc
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            with contextlib.suppress(docker.errors.DockerException):
-                container.remove(force=True)
-            raise SandboxStartError(f"sandbox of {spec.image} did not start: {exc}") from exc
-        return container
 
     def _live(self) -> Container:
         if self._closed:
@@ -302,18 +233,19 @@ class DockerSandbox:
         container = self._live()
         try:
             return await self._attempt(container, cmd, timeout_s, workdir, env)
-        except _WrapperFailedError as first:
-            # Out of processes (a fork bomb left running) or a broken rootfs: restart the
-            # container (every process dies, files stay) and try once more.
-            await self._restart(container)
-            try:
-                result = await self._attempt(container, cmd, timeout_s, workdir, env)
-            except _WrapperFailedError as second:
-                raise SandboxError(
-                    f"sandbox {container.short_id} could not run the command wrapper, even after a "
-                    f"restart (were bash or coreutils removed from the image?): {second}"
-                ) from first
-        note = f"[gymfleet: the sandbox could not start a process ({first}); it was restarted, killing every process in it]\n"
+        except _WrapperFailedError as exc:
+            reason = str(exc)
+        # No process could start (a fork bomb left running) or the rootfs is broken: restart
+        # the container (every process dies, files stay) and try once more.
+        await self._restart(container)
+        try:
+            result = await self._attempt(container, cmd, timeout_s, workdir, env)
+        except _WrapperFailedError as exc:
+            raise SandboxError(
+                f"sandbox {container.short_id} could not run the command wrapper, even after a "
+                f"restart (were bash or coreutils removed from the image?): {exc}"
+            ) from None
+        note = f"[gymfleet: the sandbox could not start a process ({reason}); it was restarted, killing every process in it]\n"
         return dataclasses.replace(result, stderr=note + result.stderr)
 
     async def _attempt(
@@ -326,6 +258,9 @@ class DockerSandbox:
         """
         head_n, tail_n = split_limit(self.spec.max_output_bytes)
         exec_dir = f"{EXEC_ROOT}/{uuid.uuid4().hex}"
+        if len(cmd.encode()) > _MAX_ARGV_CMD_BYTES:
+            await self.put_file(f"{exec_dir}/cmd.sh", cmd.encode())
+            cmd = f". {exec_dir}/cmd.sh"
         argv = wrapper_argv(exec_dir, self._path(workdir or "."), head_n, tail_n, cmd)
         started = time.monotonic()
         run = asyncio.ensure_future(self._backend.run_blocking(self._exec_sync, container, argv, env))
@@ -335,6 +270,10 @@ class DockerSandbox:
         except TimeoutError:
             timed_out = True
             raw, raw_err = await self._stop(container, exec_dir, run)
+        except asyncio.CancelledError:  # the caller gave up: so does the command
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._kill_group(container, exec_dir), self._backend.config.kill_grace_s)
+            raise
         duration_s = time.monotonic() - started
         frame = parse_frame(raw, head_n, tail_n)
         if frame is None and timed_out:
@@ -378,8 +317,7 @@ class DockerSandbox:
         """
         grace_s = self._backend.config.kill_grace_s
         try:
-            kill = self._backend.run_blocking(self._exec_sync, container, ["bash", "-c", KILL_SCRIPT, "kill", exec_dir], None)
-            await asyncio.wait_for(kill, grace_s)
+            await asyncio.wait_for(self._kill_group(container, exec_dir), grace_s)
             return await asyncio.wait_for(asyncio.shield(run), grace_s)
         except (TimeoutError, SandboxError):
             pass
@@ -389,24 +327,44 @@ class DockerSandbox:
         except (TimeoutError, SandboxError):
             return b"", b""
 
+    async def _kill_group(self, container: Container, exec_dir: str) -> None:
+        argv = ["bash", "-c", KILL_SCRIPT, "kill", exec_dir]
+        await self._backend.run_blocking(self._exec_sync, container, argv, None)
+
     async def _result_from_files(self, container: Container, exec_dir: str, duration_s: float) -> ExecResult:
         """The result of a command whose wrapper died with it: output read back by file copy."""
-        head_n, tail_n = split_limit(self.spec.max_output_bytes)
         streams = []
         for name in ("out", "err"):
+            path = f"{exec_dir}/{name}"
             try:
-                streams.append(await self.get_file(f"{exec_dir}/{name}"))
+                with file_errors("read", path):
+                    streams.append(await self._backend.run_blocking(read_regular_file, container, path, _READ_BACK_MAX_BYTES))
             except SandboxError:
                 streams.append(b"")
         return ExecResult(
             exit_code=_KILLED_EXIT_CODE,
-            stdout=head_tail_of(streams[0], head_n, tail_n),
-            stderr=head_tail_of(streams[1], head_n, tail_n),
+            stdout=head_tail_of(streams[0], self.spec.max_output_bytes),
+            stderr=head_tail_of(streams[1], self.spec.max_output_bytes),
             duration_s=duration_s,
             timed_out=True,
             stdout_bytes=len(streams[0]),
             stderr_bytes=len(streams[1]),
         )
+
+    async def reset(self) -> bool:
+        """Makes the sandbox fresh for a pool's next user: kills every process the commands
+        started and empties the workdir and /tmp (files elsewhere stay). False when it fails.
+
+        Raises:
+            SandboxClosedError: after ``close()``.
+        """
+        container = self._live()
+        argv = ["bash", "-c", RESET_SCRIPT, "reset", self.spec.workdir]
+        try:
+            await asyncio.wait_for(self._backend.run_blocking(self._exec_sync, container, argv, None), 60)
+        except (TimeoutError, SandboxError):
+            return False
+        return True
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.
@@ -414,20 +372,9 @@ class DockerSandbox:
         Raises:
             SandboxFileError: the file could not be written (a parent is a file, read-only).
         """
-        container = self._live()
-        target = self._path(path)
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            info = tarfile.TarInfo(target.lstrip("/"))
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-        try:
-            with _docker_errors(f"copy a file into sandbox {container.short_id}"):
-                ok = await self._backend.run_blocking(container.put_archive, "/", buffer.getvalue())
-        except (docker.errors.NotFound, SandboxError) as exc:
-            if isinstance(exc, SandboxUnavailableError):
-                raise
-            raise SandboxFileError(f"could not write {target} in the sandbox: {exc}") from exc
+        container, target = self._live(), self._path(path)
+        with file_errors("write", target):
+            ok = await self._backend.run_blocking(container.put_archive, "/", file_archive(target, data, mode))
         if not ok:
             raise SandboxFileError(f"could not write {target} in the sandbox")
 
@@ -437,17 +384,9 @@ class DockerSandbox:
         Raises:
             SandboxFileError: no such file, or not a regular file.
         """
-        container = self._live()
-        target = self._path(path)
-        try:
-            with _docker_errors(f"copy a file out of sandbox {container.short_id}"):
-                return await self._backend.run_blocking(_read_regular_file, container, target)
-        except docker.errors.NotFound as exc:
-            raise SandboxFileError(f"no such file in the sandbox: {target}") from exc
-        except (SandboxUnavailableError, SandboxFileError):
-            raise
-        except SandboxError as exc:
-            raise SandboxFileError(f"could not read {target} from the sandbox: {exc}") from exc
+        container, target = self._live(), self._path(path)
+        with file_errors("read", target):
+            return await self._backend.run_blocking(read_regular_file, container, target)
 
     async def close(self) -> None:
         """Kills and removes the container. Idempotent; a container already gone is fine."""
@@ -459,24 +398,3 @@ class DockerSandbox:
             return
         with contextlib.suppress(docker.errors.NotFound), _docker_errors(f"remove sandbox {container.short_id}"):
             await self._backend.run_blocking(container.remove, force=True, v=True)
-
-
-def _read_regular_file(container: Container, path: str) -> bytes:
-    """The bytes of one regular file, through ``get_archive`` (tar)."""
-    stream, _stat = container.get_archive(path)
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
-        member = tar.next()
-        if member is None or not member.isfile():
-            kind = "a folder" if member is not None and member.isdir() else "not a regular file"
-            raise SandboxFileError(f"{path} in the sandbox is {kind}")
-        extracted = tar.extractfile(member)
-        assert extracted is not None  # a regular file always has contents
-        return extracted.read()
-
-
-def _build_hint(image: str) -> str:
-    """How to get ``image``: gymfleet's own images are built, others pulled."""
-    match = re.fullmatch(r"gymfleet/([\w.-]+)(?::[\w.-]+)?", image)
-    if match:
-        return f"build it with `gymfleet images build {match.group(1)}`"
-    return f"pull or build it (`docker pull {image}`)"

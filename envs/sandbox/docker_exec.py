@@ -23,8 +23,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gymfleet.envs.sandbox.output import MARKER, capture
+
 EXEC_ROOT = "/tmp/.gymfleet-exec"
 """Folder inside the container holding one sub-folder per running command."""
+
+KEEPALIVE_NAME = "gymfleet-keepalive"
+KEEPALIVE_ARGV = ["bash", "-c", f"exec -a {KEEPALIVE_NAME} sleep infinity"]
+"""The container's main process (under Docker's init): ``sleep infinity``, renamed so that a
+reset can spare it while killing everything else (the container stops when it dies)."""
 
 # Positional arguments: $1 exec dir, $2 workdir, $3 head bytes, $4 tail bytes, $5 the command.
 # `relieve` uses only builtins (no fork), so it works when the sandbox is out of processes. When
@@ -84,6 +91,20 @@ kill -9 -- "-$pgid" 2>/dev/null
 exit 0
 """
 
+# $1 workdir. Empties the workdir and /tmp and kills every process but init, the keepalive and
+# this shell: what a pool does between two users of one container.
+RESET_SCRIPT = r"""
+cd / || exit 1
+rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}
+  case "$pid" in 1|"$$") continue;; esac
+  { read -r -d '' name <"$p/cmdline"; } 2>/dev/null
+  [ "$name" = "%s" ] || kill -9 "$pid" 2>/dev/null
+done
+true
+""" % KEEPALIVE_NAME
+
 _HEADER = re.compile(rb"GYMFLEET-EXEC (-?\d+)\n(?:(\d+) (\d+)\n)?")
 
 
@@ -93,9 +114,10 @@ def wrapper_argv(exec_dir: str, workdir: str, head_bytes: int, tail_bytes: int, 
 
 
 def split_limit(max_output_bytes: int) -> tuple[int, int]:
-    """(head, tail) byte budgets for one stream: half each, the head taking the odd byte."""
-    tail = max_output_bytes // 2
-    return max_output_bytes - tail, tail
+    """(head, tail) byte budgets for one stream: half each, the tail taking the odd byte (as
+    :func:`gymfleet.envs.sandbox.output.capture` does)."""
+    head = max(max_output_bytes, 0) // 2
+    return head, max(max_output_bytes, 0) - head
 
 
 @dataclass(frozen=True)
@@ -138,20 +160,15 @@ def parse_frame(raw: bytes, head_bytes: int, tail_bytes: int) -> Frame | None:
 
 
 def join_head_tail(head: bytes, tail: bytes, total_bytes: int) -> str:
-    """Decodes a stream kept as head and tail (UTF-8, invalid bytes replaced), joined by a marker
-    naming how much was left out. ``head`` alone when nothing was left out.
-
-    TODO(integrator): unify with envs/sandbox/output.py (branch sandbox-local) once merged.
-    """
+    """Decodes a stream kept as head and tail (UTF-8, invalid bytes replaced), joined by
+    :data:`~gymfleet.envs.sandbox.output.MARKER` when bytes were left out."""
     omitted = total_bytes - len(head) - len(tail)
     if omitted <= 0:
         return (head + tail).decode("utf-8", errors="replace")
-    marker = f"\n[... {omitted} bytes omitted of {total_bytes} ...]\n"
+    marker = MARKER.format(total=total_bytes, omitted=omitted)
     return head.decode("utf-8", errors="replace") + marker + tail.decode("utf-8", errors="replace")
 
 
-def head_tail_of(data: bytes, head_bytes: int, tail_bytes: int) -> str:
-    """The same head-and-tail text for bytes held on the host (output read back by file copy)."""
-    if len(data) <= head_bytes + tail_bytes:
-        return join_head_tail(data, b"", len(data))
-    return join_head_tail(data[:head_bytes], data[len(data) - tail_bytes :], len(data))
+def head_tail_of(data: bytes, max_output_bytes: int) -> str:
+    """The same text for bytes held on the host (output read back by file copy)."""
+    return capture(data, max_output_bytes)[0]

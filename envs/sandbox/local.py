@@ -73,9 +73,9 @@ class LocalBackendConfig(BaseModel):
     ro_binds: list[str] = []
     """Extra host paths shown read-only at the same path inside."""
     host_python: bool = True
-    """Show the Python install running gymfleet (``sys.base_prefix``) read-only at the same
-    path when it lies outside /usr, and put its ``bin`` first on PATH, so that ``python3``
-    inside is the host's (with its packages: pytest...)."""
+    """Show the Python running gymfleet (its install ``sys.base_prefix`` and its virtual env
+    ``sys.prefix``) read-only at the same paths and put ``sys.prefix/bin`` first on PATH, so that
+    ``python3`` inside is the host's, with its packages (pytest...)."""
     allow_unisolated: bool | None = None
     """Allow the plain-subprocess fallback when bubblewrap does not work; None: read env
     GYMFLEET_ALLOW_UNISOLATED (1/true/yes)."""
@@ -197,14 +197,14 @@ class LocalBackend:
 
     def _ro_binds(self) -> list[str]:
         binds = [os.path.abspath(path) for path in self.config.ro_binds]
-        if self.config.host_python and not _under(sys.base_prefix, SYSTEM_DIRS):
-            binds.append(sys.base_prefix)
+        if self.config.host_python:
+            for prefix in dict.fromkeys([sys.base_prefix, sys.prefix]):
+                if not _under(prefix, SYSTEM_DIRS):
+                    binds.append(prefix)
         return binds
 
     def _python_bins(self) -> list[str]:
-        if self.config.host_python and not _under(sys.base_prefix, SYSTEM_DIRS):
-            return [os.path.join(sys.base_prefix, "bin")]
-        return []
+        return [os.path.join(sys.prefix, "bin")] if self.config.host_python else []
 
     def _probe_bwrap(self) -> bool:
         if shutil.which(self.config.bwrap) is None:

@@ -7,8 +7,9 @@ files in the control folder (never to a pipe), so that a daemon a command leaves
 hang the call. Closing stdin ends the agent (and, under bubblewrap, the whole sandbox).
 
 Usage: ``python3 local_agent.py CONFIG_JSON`` where CONFIG_JSON has ``ctl`` (control folder),
-``nproc`` (RLIMIT_NPROC of commands, 0 for none; the agent keeps
-``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox), ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
+``nproc`` (RLIMIT_NPROC of commands, 0 for none; an agent sharing their user keeps
+``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox),
+``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
 (folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid that
 commands and file copies run as, the agent keeping only the capabilities to switch to it and to
@@ -60,10 +61,16 @@ class Agent:
         self.own_pid_ns = bool(config.get("own_pid_ns"))
         self.clear_dirs = list(config.get("clear_dirs", []))
         self.sessions: set[int] = set()
+        self.running: dict[str, int] = {}
+        """exec request id -> pid (= session id) of its bash."""
         self.write_lock = threading.Lock()
         self.nproc = int(config.get("nproc", 0))
+        # As root (a separate user for commands) the agent is exempt from RLIMIT_NPROC, so its
+        # own limit is just what children inherit. Sharing the commands' user, it keeps a reserve
+        # and lowers the limit in each child (preexec_fn, a slower fork).
+        self.limit_in_child = bool(self.nproc) and uid is None
         if self.nproc:
-            limit = self.nproc + NPROC_RESERVE
+            limit = self.nproc + (NPROC_RESERVE if self.limit_in_child else 0)
             resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
         data_bytes = int(config.get("data_bytes", 0))
         if data_bytes:
@@ -94,16 +101,25 @@ class Agent:
             proc = subprocess.Popen(
                 ["bash", "-c", request["cmd"]], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 cwd=request["cwd"], env=request["env"], start_new_session=True,
-                preexec_fn=self.limit_child if self.nproc else None, **self.as_user,
+                preexec_fn=self.limit_child if self.limit_in_child else None, **self.as_user,
             )
             self.sessions.add(proc.pid)
+            self.running[rid] = proc.pid
             trimmers = [Trimmer(f.fileno(), request.get("keep_bytes", 1 << 20)) for f in (out, err)]
             timed_out = not wait_exit(proc, request["timeout_s"], trimmers)
         if timed_out:
             kill_where(lambda pid, sid: sid == proc.pid)
             proc.wait()
+        self.running.pop(rid, None)
         return {"exit_code": proc.returncode, "timed_out": timed_out,
                 "duration_s": time.monotonic() - started}
+
+    def op_cancel(self, request: dict) -> dict:
+        """Kills the process tree of the exec request ``target`` (its caller gave up)."""
+        session = self.running.get(request["target"])
+        if session is not None:
+            kill_where(lambda pid, sid: sid == session)
+        return {}
 
     def limit_child(self) -> None:
         """Runs in the forked child before exec: commands get the plain process limit."""

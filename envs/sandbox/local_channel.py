@@ -58,6 +58,13 @@ class AgentChannel:
             if not self._pending:
                 self._drop_reader()
 
+    def notify(self, op: str, **fields: Any) -> None:
+        """Sends a request whose reply nobody waits for; silent when the agent is gone."""
+        try:
+            self._send({"id": None, "op": op, **fields})
+        except SandboxError:
+            pass
+
     def close(self) -> None:
         """Stops listening (the caller closes the process)."""
         self._drop_reader()

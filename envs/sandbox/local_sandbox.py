@@ -73,7 +73,12 @@ class LocalSandbox:
     """A sandbox on this machine; see :mod:`gymfleet.envs.sandbox.local`.
 
     Use as ``async with backend.create(spec) as sb``. Implements
-    :class:`~gymfleet.envs.sandbox.base.Sandbox`, plus :meth:`reset` for pools.
+    :class:`~gymfleet.envs.sandbox.base.Sandbox`, plus :meth:`reset` for pools. Several
+    ``exec`` calls may run at once. Any event loop may drive it (one at a time).
+
+    Lifetime: the sandbox dies with the *thread* that started it (``--die-with-parent`` follows
+    the forking thread), so start it from a long-lived thread, e.g. the event loop's, not from
+    a short-lived worker thread.
     """
 
     def __init__(self, spec: SandboxSpec, labels: SandboxLabels, launch: Launch) -> None:
@@ -145,10 +150,15 @@ class LocalSandbox:
         rid = uuid.uuid4().hex
         started = time.monotonic()
         command_env = {**self._base_env(), **self.spec.env, **(env or {})}
-        reply = await self._request(
-            "exec", timeout_s + AGENT_GRACE_S, rid=rid,
-            cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s,
-            keep_bytes=self.spec.max_output_bytes)
+        try:
+            reply = await self._request(
+                "exec", timeout_s + AGENT_GRACE_S, rid=rid,
+                cmd=cmd, cwd=cwd, env=command_env, timeout_s=timeout_s,
+                keep_bytes=self.spec.max_output_bytes)
+        except asyncio.CancelledError:  # the caller gave up: so does the command
+            if self._channel is not None and not self._closed:
+                self._channel.notify("cancel", target=rid)
+            raise
         if "error" in reply:
             return ExecResult(126, "", f"gymfleet: cannot run the command: {reply['error']}\n",
                               time.monotonic() - started)

@@ -8,7 +8,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from gymfleet.cli import app
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.images import (
     DEFAULT_IMAGES_DIR,
@@ -110,3 +112,17 @@ def test_context_tar_is_readable_without_ca(images_dir: Path) -> None:
     builder = ImageBuilder(images_dir=images_dir)
     with tarfile.open(fileobj=io.BytesIO(builder._context(builder.definition("tiny")).getvalue())) as tar:
         assert sorted(tar.getnames()) == ["Dockerfile"]
+
+
+def test_cli_build_of_an_unknown_image_fails_with_the_known_ones(images_dir: Path) -> None:
+    result = CliRunner().invoke(app, ["images", "build", "nope", "--images-dir", str(images_dir)])
+    assert result.exit_code == 1
+    assert "no image 'nope'" in result.output and "base, tiny" in result.output
+
+
+@pytest.mark.docker
+def test_cli_list_and_build_when_up_to_date(terminal_image: str) -> None:
+    listed = CliRunner().invoke(app, ["images", "list"])
+    assert listed.exit_code == 0 and terminal_image in listed.output
+    built = CliRunner().invoke(app, ["images", "build", "terminal"])
+    assert built.exit_code == 0 and f"{terminal_image} up to date" in built.output

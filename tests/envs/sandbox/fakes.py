@@ -74,6 +74,7 @@ class FakeBackend:
 
     def __init__(self) -> None:
         self.made: list[FakeSandbox] = []
+        self.gc_calls = 0
 
     def available(self) -> bool:
         return True
@@ -84,4 +85,7 @@ class FakeBackend:
         return sandbox
 
     async def gc(self, *, run_id: str | None = None, expired_only: bool = True) -> int:
+        self.gc_calls += 1
+        if self.gc_calls == 1:
+            raise OSError("the first sweep fails, as a flaky daemon would")
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -13,6 +14,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
 
 from gymfleet.envs.errors import (
     SandboxClosedError,
@@ -22,9 +26,21 @@ from gymfleet.envs.errors import (
     SandboxUnavailableError,
 )
 from gymfleet.envs.sandbox import get_backend
-from gymfleet.envs.sandbox.base import LABEL_RUN_ID, Sandbox, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.base import (
+    LABEL_EXPIRES_AT,
+    LABEL_HOST,
+    LABEL_OWNER_PID,
+    LABEL_RUN_ID,
+    Sandbox,
+    SandboxLabels,
+    SandboxSpec,
+)
 from gymfleet.envs.sandbox.docker import DockerBackend, DockerBackendConfig, DockerSandbox
+from gymfleet.envs.sandbox.docker_container import build_hint
 from gymfleet.envs.sandbox.docker_exec import join_head_tail, parse_frame
+from gymfleet.envs.sandbox.docker_gc import is_stale
+from gymfleet.envs.sandbox.output import MARKER, capture
+from gymfleet.envs.sandbox.pool import SandboxPool
 
 RUN_ID = f"test-docker-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -71,7 +87,8 @@ def test_parse_frame_head_and_tail_of_a_long_stream() -> None:
     raw = b"GYMFLEET-EXEC 0\n100 0\n" + b"H" * 4 + b"T" * 4
     frame = parse_frame(raw, head_bytes=4, tail_bytes=4)
     assert frame is not None
-    assert frame.stdout == "HHHH\n[... 92 bytes omitted of 100 ...]\nTTTT"
+    assert frame.stdout == "HHHH" + MARKER.format(total=100, omitted=92) + "TTTT"
+    assert frame.stdout == capture(b"H" * 4 + b"x" * 92 + b"T" * 4, 8)[0]
     assert frame.stdout_bytes == 100
 
 
@@ -83,6 +100,22 @@ def test_parse_frame_without_header_or_sizes() -> None:
 
 def test_join_head_tail_replaces_invalid_utf8() -> None:
     assert join_head_tail(b"ok\xff", b"", 3) == "ok\ufffd"
+
+
+def test_is_stale_judges_expiry_and_owner() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = {LABEL_HOST: "h1", LABEL_EXPIRES_AT: "0"}
+    assert is_stale({**here, LABEL_OWNER_PID: str(dead.pid)}, host="h1")
+    assert not is_stale({**here, LABEL_OWNER_PID: str(os.getpid())}, host="h1")
+    assert not is_stale({**here, LABEL_OWNER_PID: str(dead.pid)}, host="other-host")
+    assert is_stale({**here, LABEL_EXPIRES_AT: "100", LABEL_OWNER_PID: str(os.getpid())}, now_s=101, host="h1")
+    assert not is_stale({LABEL_RUN_ID: "x"}, host="h1")
+
+
+def test_build_hint_names_the_image_folder() -> None:
+    assert build_hint("gymfleet/terminal:1a2b") == "build it with `gymfleet images build terminal`"
+    assert "docker pull" in build_hint("python:3.12")
 
 
 def test_unreachable_daemon_names_the_fix() -> None:
@@ -110,6 +143,13 @@ async def test_exec_exit_code_streams_cwd_env(sandbox: DockerSandbox) -> None:
 
 
 @pytest.mark.docker
+async def test_command_longer_than_an_argv_string(sandbox: DockerSandbox) -> None:
+    payload = "a" * 300_000  # Linux caps one argv string at 128 KiB
+    result = await sandbox.exec(f"x={payload}; echo ${{#x}}")
+    assert result.ok and result.stdout == "300000\n"
+
+
+@pytest.mark.docker
 async def test_timeout_kills_the_process_tree_and_sandbox_stays_usable(sandbox: DockerSandbox) -> None:
     result = await sandbox.exec("echo before; sleep 100 & sleep 100", timeout_s=1)
     assert result.timed_out and not result.ok
@@ -119,6 +159,16 @@ async def test_timeout_kills_the_process_tree_and_sandbox_stays_usable(sandbox: 
     ps = await sandbox.exec("ps -eo args")
     assert "sleep 100" not in ps.stdout, ps.stdout
     assert (await sandbox.exec("echo after")).stdout == "after\n"
+
+
+@pytest.mark.docker
+async def test_cancelled_exec_kills_its_command(sandbox: DockerSandbox) -> None:
+    task = asyncio.create_task(sandbox.exec("sleep 101", timeout_s=60))
+    await asyncio.sleep(1.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "sleep 101" not in (await sandbox.exec("ps -eo args")).stdout
 
 
 @pytest.mark.docker
@@ -138,7 +188,7 @@ async def test_megabytes_of_output_keep_head_tail_and_size(sandbox: DockerSandbo
     assert result.stdout_bytes == n + len("STARTEND")
     assert result.truncated
     assert result.stdout.startswith("STARTxxx") and result.stdout.endswith("xxxEND")
-    assert f"of {n + 8}" in result.stdout
+    assert f"{n + 8} bytes in all" in result.stdout
     assert len(result.stdout.encode()) < sandbox.spec.max_output_bytes + 100
 
 
@@ -221,9 +271,33 @@ async def test_fork_bomb_is_contained_by_the_pids_limit(backend: DockerBackend, 
 
 
 async def assert_recovered(sb: DockerSandbox) -> None:
-    after = await sb.exec("echo alive; ps -e --no-headers | wc -l", timeout_s=20)
-    assert after.stdout.startswith("alive\n"), after
-    assert int(after.stdout.split()[1]) < 10, after.stdout
+    """The sandbox runs commands again and the bomb is gone (its zombies may take a moment to be
+    reaped by init, so live processes are counted, a few times)."""
+    for _ in range(10):
+        after = await sb.exec("echo alive; ps -e -o stat= | grep -vc '^Z'", timeout_s=20)
+        assert after.stdout.startswith("alive\n"), after
+        if int(after.stdout.split()[1]) < 10:
+            return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"the fork bomb still runs: {after.stdout}")
+
+
+@pytest.mark.docker
+async def test_container_carries_the_spec_limits_and_labels(backend: DockerBackend, sandbox: DockerSandbox) -> None:
+    attrs = backend.client().api.inspect_container(sandbox.container_id)
+    host_config, labels_ = attrs["HostConfig"], attrs["Config"]["Labels"]
+    assert host_config["Memory"] == 256 * 2**20 and host_config["MemorySwap"] == 256 * 2**20
+    assert host_config["NanoCpus"] == 10**9 and host_config["PidsLimit"] == 128
+    assert host_config["NetworkMode"] == "none" and host_config["Init"] is True
+    assert labels_[LABEL_RUN_ID] == RUN_ID and labels_[LABEL_OWNER_PID] == str(os.getpid())
+    assert float(labels_[LABEL_EXPIRES_AT]) > time.time() + 3000  # spec.ttl_s = 3600
+
+
+@pytest.mark.docker
+async def test_memory_limit_kills_the_hog_not_the_sandbox(sandbox: DockerSandbox) -> None:
+    hog = await sandbox.exec("python3 -c 'x = bytearray(600 * 2**20); print(len(x))'", timeout_s=60)
+    assert hog.exit_code == 137 and hog.stdout == ""  # OOM-killed at spec.memory_mb = 256
+    assert (await sandbox.exec("echo fine")).stdout == "fine\n"
 
 
 @pytest.mark.docker
@@ -301,6 +375,33 @@ async def test_gc_removes_sandboxes_of_a_sigkilled_owner(backend: DockerBackend,
     assert count_containers(backend, run_id) == 1
     assert await backend.gc(run_id=run_id) == 1
     assert count_containers(backend, run_id) == 0
+
+
+@pytest.mark.docker
+async def test_pool_reuses_a_reset_container(backend: DockerBackend, spec: SandboxSpec) -> None:
+    async with SandboxPool(backend) as pool:
+        async with pool.acquire(spec, labels()) as first:
+            first_id = first.container_id  # type: ignore[attr-defined]
+            await first.exec("echo dirty > f.txt; touch /tmp/t; (sleep 300 &)")
+        async with pool.acquire(spec, labels()) as second:
+            assert second.container_id == first_id and pool.reused == 1  # type: ignore[attr-defined]
+            listing = await second.exec("ls -A . /tmp | grep -v '^.gymfleet-exec$'")  # ours, in use
+            assert listing.stdout == ".:\n\n/tmp:\n"
+            assert "sleep 300" not in (await second.exec("ps -eo args")).stdout
+            assert (await second.exec("echo $A")).stdout == "1\n"
+    assert count_containers(backend) == 0
+
+
+@pytest.mark.docker
+def test_cli_sandbox_gc_removes_expired_sandboxes(backend: DockerBackend, spec: SandboxSpec) -> None:
+    run_id = f"{RUN_ID}-cli"
+    sb = backend.create(spec, labels(run_id, expires_at=time.time() - 1))
+    asyncio.run(sb.start())
+    result = CliRunner().invoke(app, ["sandbox", "gc", "--run-id", run_id])
+    assert result.exit_code == 0, result.output
+    assert "docker: removed 1" in result.output
+    assert count_containers(backend, run_id) == 0
+    asyncio.run(sb.close())
 
 
 @pytest.mark.docker

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 import pytest
 
@@ -127,11 +128,12 @@ def test_usable_across_event_loops(local_backend: LocalBackend) -> None:
 
 async def test_user_home_tmp_and_host_python(local_backend: LocalBackend) -> None:
     async with local_backend.create(SandboxSpec()) as a, local_backend.create(SandboxSpec()) as b:
-        script = "id -u; whoami; touch /tmp/t ~/h && echo writable; python3 -m pytest --version"
+        script = ("id -u; whoami; touch /tmp/t ~/h && echo writable; "
+                  "python3 -c 'import sys, pytest; print(sys.prefix)'")
         first, second = await a.exec(script), await b.exec(script)
         assert first.ok, first.stderr
-        uid, name, writable = first.stdout.split("\n")[:3]
-        assert writable == "writable" and "pytest" in first.stdout + first.stderr
+        uid, name, writable, prefix = first.stdout.split("\n")[:4]
+        assert writable == "writable" and prefix == sys.prefix
         if os.geteuid() == 0:  # each sandbox runs as a uid of its own
             assert name == "sandbox" and uid != second.stdout.split("\n")[0]
 
@@ -166,3 +168,14 @@ async def test_endless_output_until_timeout_stays_small_on_disk(sandbox: LocalSa
     result = await sandbox.exec("yes", timeout_s=3)
     assert result.timed_out and result.stdout_bytes > 1_000_000
     assert result.stdout.startswith("y\ny\n") and result.stdout.endswith("y\ny\n")
+
+
+async def test_cancelled_exec_kills_its_command(sandbox: LocalSandbox) -> None:
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(1):
+            await sandbox.exec("sleep 100", timeout_s=60)
+    for _ in range(50):
+        if "sleep" not in (await sandbox.exec("ps -eo comm=")).stdout:
+            break
+        await asyncio.sleep(0.1)
+    assert "sleep" not in (await sandbox.exec("ps -eo comm=")).stdout
