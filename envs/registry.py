@@ -29,6 +29,7 @@ NAMESPACE = "gymfleet"
 # (env id, "module:Class", max_episode_steps or None, kwargs). Env families add their line here.
 BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
     ("gymfleet/Terminal-v0", "gymfleet.envs.terminal:TerminalEnv", None, {}),
+    ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
 ]
 
 
