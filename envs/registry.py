@@ -28,6 +28,8 @@ NAMESPACE = "gymfleet"
 
 # (env id, "module:Class", max_episode_steps or None, kwargs). Env families add their line here.
 BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
+    ("gymfleet/Terminal-v0", "gymfleet.envs.terminal:TerminalEnv", None, {}),
+    ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
     ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
 ]
 
@@ -58,7 +60,9 @@ def _register_families() -> None:
 
 
 # Modules exposing ``register_envs()``; each registers a family of ids.
-_FAMILY_MODULES: list[str] = []
+_FAMILY_MODULES: list[str] = [
+    "gymfleet.envs.browser.miniwob",
+]
 
 _plugins_loaded = False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from gymfleet.cli_envs import envs_app, rollout
+from gymfleet.cli_eval import eval_app
 from gymfleet.cli_images import images_app
 from gymfleet.cli_sandbox import sandbox_app
 
@@ -13,6 +14,7 @@ app.add_typer(envs_app, name="envs")
 app.command("rollout")(rollout)
 app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(eval_app, name="eval")
 
 if __name__ == "__main__":
     app()

@@ -59,6 +59,9 @@ if cd -- "$2" 2>"$d/err"; then
   pgid=$!
   echo "$pgid" >"$d/pid"
   echo "$pgid" >>"$root/pgids"
+  # A cancel that came before the pid file existed left this marker: honour it (no race, as
+  # the killer checks the pid file after writing the marker).
+  [ -e "$d/cancel" ] && kill -9 -- "-$pgid" 2>/dev/null
   wait "$pgid"
   rc=$?
   relieve
@@ -85,6 +88,7 @@ rm -rf -- "$d"
 # $1 exec dir. Waits briefly for the pid file (the command may have just started), then kills
 # the command's process group; `kill` and `read` are bash builtins, so nothing else is forked.
 KILL_SCRIPT = r"""
+mkdir -p -- "$1" && : >"$1/cancel"
 for _ in {1..50}; do [ -s "$1/pid" ] && break; sleep 0.1; done
 read -r pgid <"$1/pid" || exit 3
 kill -9 -- "-$pgid" 2>/dev/null

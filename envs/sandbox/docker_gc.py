@@ -8,7 +8,6 @@ their owners until they expire.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
@@ -62,10 +61,18 @@ def reap(client: docker.DockerClient, run_id: str | None = None, expired_only: b
     """
     label = f"{LABEL_RUN_ID}={run_id}" if run_id else LABEL_RUN_ID
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": label}):
+    # ignore_removed: a container another reaper (or its owner) removes while we list is gone,
+    # not an error.
+    for container in client.containers.list(all=True, filters={"label": label}, ignore_removed=True):
         if expired_only and not is_stale(container.labels):
             continue
-        with contextlib.suppress(docker.errors.NotFound):
+        try:
             container.remove(force=True, v=True)
-            removed += 1
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # "removal already in progress": another reaper has it
+                continue
+            raise
+        removed += 1
     return removed

@@ -176,7 +176,7 @@ async def test_background_daemon_does_not_block_exec(sandbox: DockerSandbox) -> 
     started = time.monotonic()
     result = await sandbox.exec("(sleep 300 &); nohup sleep 301 & echo started", timeout_s=20)
     assert result.ok and result.stdout == "started\n"
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # a blocked exec would wait for the 300 s daemon
     assert "sleep 300" in (await sandbox.exec("ps -eo args")).stdout
 
 

@@ -1,0 +1,330 @@
+"""The browser env: one web task per episode in Chromium, driven by Playwright, as text."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from playwright.async_api import Error as PlaywrightError
+from pydantic import BaseModel, ConfigDict, Field
+
+from gymfleet.envs.base import AgentEnv, Policy
+from gymfleet.envs.browser.actions import GRAMMAR, parse_action, run_action
+from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig, open_host
+from gymfleet.envs.browser.errors import BrowserActionError, BrowserTaskError, NoGoldPolicyError
+from gymfleet.envs.browser.gold import gold_first
+from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
+from gymfleet.envs.browser.page_text import PageView, observation_text, snapshot_nodes
+from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
+
+SYSTEM_PROMPT = f"""You operate a web browser to complete a task.
+Each turn you see the task and the page as a tree: one element per line, `[id] role "name"`,
+with value= and states (focused, checked, selected, disabled) after it.
+Answer with exactly one action per turn, addressing elements by the id in brackets:
+  {GRAMMAR}
+The episode ends when the page says the task is done, or at the turn or time limit."""
+
+_RAF_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
+class BrowserEnvConfig(BaseModel):
+    """Arguments of :class:`BrowserEnv` (strings from the command line are coerced)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    tasks: list[str | BrowserTask] | None = None
+    """MiniWoB task names or task objects this env plays, in ``instance_ids()`` order; None
+    plays every MiniWoB task, those with a scripted gold policy first."""
+    sandbox: Literal["auto", "local", "docker"] = "local"
+    """Where Chromium runs: a local process (default: the agent only clicks and types, it runs
+    no code), a ``gymfleet/browser`` container, or ``auto`` (Docker when its daemon answers and
+    the image is built)."""
+    max_turns: int = Field(20, ge=1)
+    """Actions per episode before it is truncated."""
+    time_limit_s: float = Field(120.0, gt=0)
+    """Wall seconds per episode before it is truncated (checked after each action)."""
+    action_timeout_s: float = Field(2.0, gt=0)
+    """Seconds Playwright waits for an element to become actionable."""
+    start_timeout_s: float = Field(30.0, gt=0)
+    """Seconds a task page may take to load and set up."""
+    viewport_width: int = 332
+    """Page width, CSS pixels (MiniWoB's task area is 160 x 210 at the top left)."""
+    viewport_height: int = 214
+    """Page height, CSS pixels."""
+    screenshot_scale: float = 2.0
+    """Device pixels per CSS pixel in screenshots (2 makes them readable)."""
+    screenshots_dir: Path | None = None
+    """When set, a PNG after reset and after each action at
+    ``<screenshots_dir>/<env id>/<instance id>/turn-NN.png`` (``info["screenshot_path"]``),
+    emptied at each reset."""
+    pages_dirs: list[Path] = Field(default_factory=list)
+    """Folders of this machine whose files URL tasks load by ``file://`` (copied into the
+    container with Docker; MiniWoB's own folder is always there)."""
+    chromium: ChromiumConfig = Field(default_factory=ChromiumConfig)
+    """How Chromium is started."""
+
+
+class BrowserEnv(AgentEnv):
+    """Web tasks in Chromium: MiniWoB++ (``gymfleet/miniwob.<task>-v0``) or any URL task.
+
+    Description:
+        Each episode opens a task page in a fresh browser context, seeds it, and lets the agent
+        act on it one action per turn. ``gymfleet/Browser-v0`` plays every MiniWoB++ task (the
+        instance id names the task); ``gymfleet/miniwob.<task>-v0`` plays one.
+
+    Observation:
+        Text: ``Task: <instruction>``, then ``Page:`` and the page as an accessibility-style
+        tree, one element per line ``[id] role "name" value="..." states`` (ids are stable
+        for the life of an element), then what the last action did or why it failed.
+        With ``screenshots_dir`` set, a PNG of the page after every turn (path in ``info``).
+
+    Action:
+        One call per turn: ``click(id)``, ``fill(id, "text")``, ``select(id, "option")``,
+        ``press("Key")`` or ``press(id, "Key")``, ``scroll(dx, dy)`` or ``scroll(id, dx, dy)``,
+        ``hover(id)``, ``noop()``. Malformed text or an unknown id is answered with an
+        observation saying what was wrong (the turn still counts).
+
+    Reward:
+        From the page: for MiniWoB, 1.0 when the episode ends with raw reward exactly 1
+        (``WOB_RAW_REWARD_GLOBAL``), else 0.0 — partial credit is not success. ``info`` has
+        ``raw_reward``, ``wob_reward`` (time-discounted) and ``reason``.
+
+    Episode end:
+        Terminated when the page says it is done (``WOB_DONE_GLOBAL``); truncated after
+        ``max_turns`` actions or ``time_limit_s`` seconds.
+
+    Arguments:
+        See :class:`BrowserEnvConfig`; ``host`` shares one started :class:`BrowserHost`
+        between envs (the env then does not close it).
+
+    Version history:
+        v0: MiniWoB++ 1.1 pages, text observations, id-addressed actions.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    noop_action: ClassVar[str] = "noop()"
+
+    def __init__(self, host: BrowserHost | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        self.config = BrowserEnvConfig(**kwargs)
+        self.tasks = self._build_tasks(self.config.tasks)
+        self._shared_host = host
+        self._host: BrowserHost | None = host
+        self._context: Any = None
+        self._page: Any = None
+        self._task: BrowserTask | None = None
+        self._seed = 0
+        self._instance = ""
+        self._turn = 0
+        self._started_at = 0.0
+        self._finished = False
+
+    @staticmethod
+    def _build_tasks(tasks: list[str | BrowserTask] | None) -> dict[str, BrowserTask]:
+        html_dir = miniwob_html_dir()
+        names = tasks if tasks is not None else gold_first(miniwob_task_names(html_dir))
+        built = [t if isinstance(t, BrowserTask) else MiniWoBTask(t, html_dir) for t in names]
+        if not built:
+            raise ValueError("BrowserEnv needs at least one task")
+        return {t.name: t for t in built}
+
+    @property
+    def system_prompt(self) -> str:
+        return SYSTEM_PROMPT
+
+    def instance_ids(self) -> list[str]:
+        return list(self.tasks)
+
+    # ---- episode ----------------------------------------------------------------------
+
+    async def reset_async(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        task, page_seed = self._pick(seed, options)
+        self._instance = str((options or {}).get("instance_id") or task.name)
+        if self._host is None:
+            pages = (miniwob_html_dir(), *self.config.pages_dirs)
+            self._host = open_host(self.config.sandbox, self.config.chromium, pages)
+        await self._open_page(self._host)
+        self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
+        await self._start_task(task, page_seed)
+        self._started_at = time.monotonic()
+        self._clear_screenshots()
+        obs = observation_text(await self._view())
+        return obs, await self._info(TaskOutcome())
+
+    async def _open_page(self, host: BrowserHost) -> None:
+        """One context and page per env, reused by every episode (a fresh context costs more
+        than the whole MiniWoB set-up); the next task's page load replaces the last one's state."""
+        if self._page is not None and not self._page.is_closed():
+            await self._context.clear_cookies()
+            return
+        await self._close_context()
+        browser = await host.start()
+        self._context = await browser.new_context(
+            viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
+            device_scale_factor=self.config.screenshot_scale,
+        )
+        self._context.set_default_timeout(self.config.action_timeout_s * 1000)
+        self._page = await self._context.new_page()
+
+    async def _start_task(self, task: BrowserTask, page_seed: int) -> None:
+        """Runs the task's set-up under ``start_timeout_s`` (page loads get that long, not the
+        shorter action timeout).
+
+        Raises:
+            BrowserTaskError: the page did not load or set up in time.
+        """
+        assert self._page is not None and self._host is not None
+        self._page.set_default_timeout(self.config.start_timeout_s * 1000)
+        try:
+            async with asyncio.timeout(self.config.start_timeout_s):
+                await task.start(self._page, self._host, page_seed)
+        except (TimeoutError, PlaywrightError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BrowserTaskError(
+                f"task {task.name!r} did not load within {self.config.start_timeout_s:g} s: {first}"
+            ) from exc
+        finally:
+            self._page.set_default_timeout(self.config.action_timeout_s * 1000)
+
+    def _pick(self, seed: int | None, options: dict[str, Any] | None) -> tuple[BrowserTask, int]:
+        ids = self.instance_ids()
+        wanted = (options or {}).get("instance_id")
+        page_seed: int | None = seed
+        if wanted is not None:
+            name, _, at = str(wanted).partition("@")
+            if name not in self.tasks or (at and not at.isdigit()):
+                raise KeyError(f"unknown instance {wanted!r}: use one of {ids[:8]}... or 'name@seed'")
+            page_seed = int(at) if at else page_seed
+        else:
+            name = ids[seed % len(ids)] if seed is not None else ids[int(self.np_random.integers(len(ids)))]
+        if page_seed is None:
+            page_seed = int(self.np_random.integers(2**31 - 1))
+        return self.tasks[name], page_seed
+
+    async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._page is None or self._task is None:
+            raise RuntimeError("call reset() before step()")
+        if self._finished:
+            view = await self._view()
+            note = "The episode is over: reset the env to start another."
+            return observation_text(view, note), 0.0, True, False, await self._info(TaskOutcome())
+        self._turn += 1
+        feedback = await self._act(action)
+        outcome = await self._task.outcome(self._page)
+        elapsed_s = time.monotonic() - self._started_at
+        truncated = not outcome.done and (
+            self._turn >= self.config.max_turns or elapsed_s >= self.config.time_limit_s
+        )
+        self._finished = outcome.done or truncated
+        feedback += self._ending(outcome, truncated, elapsed_s)
+        obs = observation_text(await self._view(), feedback)
+        info = await self._info(outcome, truncated=truncated)
+        return obs, outcome.reward if outcome.done else 0.0, outcome.done, truncated, info
+
+    async def _act(self, action: str) -> str:
+        try:
+            parsed = parse_action(action)
+            summary = await run_action(self._page, parsed, self.config.action_timeout_s)
+        except BrowserActionError as exc:
+            return f"Last action failed: {exc}"
+        try:
+            await self._page.evaluate(_RAF_JS)  # let the page's handlers and repaint run
+        except Exception:  # the action navigated away; the next read waits for the new page
+            await self._page.wait_for_load_state()
+        return f"Last action: {summary}."
+
+    def _ending(self, outcome: TaskOutcome, truncated: bool, elapsed_s: float) -> str:
+        if outcome.done:
+            verdict = "success" if outcome.reward >= 1.0 else "failure"
+            reason = f", {outcome.reason}" if outcome.reason else ""
+            return f"\nEpisode over: {verdict} (page reward {outcome.raw_reward}{reason})."
+        if truncated:
+            limit = (
+                f"turn limit ({self.config.max_turns})"
+                if self._turn >= self.config.max_turns
+                else f"time limit ({self.config.time_limit_s:g} s, {elapsed_s:.1f} s used)"
+            )
+            return f"\nEpisode over: {limit} reached."
+        return ""
+
+    async def _view(self) -> PageView:
+        assert self._task is not None
+        nodes = await snapshot_nodes(self._page, self._task.skip_dom_ids)
+        return PageView(await self._task.instruction(self._page), nodes)
+
+    async def _info(self, outcome: TaskOutcome, truncated: bool = False) -> dict[str, Any]:
+        assert self._task is not None and self._host is not None
+        info: dict[str, Any] = {
+            "instance_id": self._instance,
+            "task": self._task.name,
+            "seed": self._seed,
+            "turn": self._turn,
+            "raw_reward": outcome.raw_reward,
+            "reason": outcome.reason,
+            "success": outcome.done and outcome.reward >= 1.0,
+            "truncated": truncated,
+            "browser": self._host.name,
+            **outcome.details,
+        }
+        if self.config.screenshots_dir is not None:
+            info["screenshot_path"] = str(await self.screenshot())
+        return info
+
+    # ---- screenshots ------------------------------------------------------------------
+
+    def screenshots_folder(self) -> Path:
+        """Where this episode's PNGs go: ``<screenshots_dir>/<env id>/<instance id>/`` (the
+        instance id as the caller gave it: ``click-button`` or ``click-button@7``)."""
+        if self.config.screenshots_dir is None or self._task is None:
+            raise RuntimeError("screenshots_dir is not set, or no episode has started")
+        env_id = self.spec.id if self.spec is not None else "browser"
+        slug = re.sub(r"[^\w.@-]+", "_", env_id)
+        return self.config.screenshots_dir / slug / self._instance
+
+    def _clear_screenshots(self) -> None:
+        if self.config.screenshots_dir is not None:
+            shutil.rmtree(self.screenshots_folder(), ignore_errors=True)
+
+    async def screenshot(self, path: Path | None = None) -> Path:
+        """Saves a PNG of the page (to ``turn-NN.png`` in :meth:`screenshots_folder` by default)."""
+        path = path or self.screenshots_folder() / f"turn-{self._turn:02d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        await self._page.screenshot(path=str(path))
+        return path
+
+    # ---- the rest of the contract -----------------------------------------------------
+
+    def gold_policy(self) -> Policy:
+        if self._task is None:
+            raise RuntimeError("call reset() before gold_policy()")
+        policy = self._task.gold_policy()
+        if policy is None:
+            raise NoGoldPolicyError(
+                f"task {self._task.name!r} has no scripted gold policy; tasks with one: "
+                f"{', '.join(self.gold_instance_ids()) or 'none'}"
+            )
+        return policy
+
+    def gold_instance_ids(self) -> list[str]:
+        """The instances whose task has a scripted gold policy."""
+        return [name for name, task in self.tasks.items() if task.gold_policy() is not None]
+
+    async def _close_context(self) -> None:
+        context, self._context, self._page = self._context, None, None
+        if context is not None:
+            try:
+                await context.close()
+            except Exception:  # the browser may already be gone; nothing left to release
+                pass
+
+    async def close_async(self) -> None:
+        await self._close_context()
+        host, self._host = self._host, None
+        if host is not None and host is not self._shared_host:
+            await host.close()

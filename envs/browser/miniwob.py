@@ -1,0 +1,160 @@
+"""MiniWoB++ tasks from the PyPI package ``miniwob``: discovery, episode set-up, reward, registry.
+
+Every ``html/miniwob/<task>.html`` the package ships becomes a :class:`MiniWoBTask` and an
+env id ``gymfleet/miniwob.<task>-v0``; ``gymfleet/Browser-v0`` plays any of them (the instance
+id names the task). The page's own globals (``core.js``) give the reward:
+``WOB_RAW_REWARD_GLOBAL`` (the task's score in [-1, 1]), ``WOB_REWARD_GLOBAL`` (the same
+discounted by time) and ``WOB_DONE_GLOBAL``.
+
+Success is a raw reward of exactly 1 (:func:`success_reward`): partial credit such as
+find-greatest's 0.1 for a wrong card is a failure, unlike harnesses that count any raw
+reward above 0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+
+from gymfleet.envs.base import Policy
+from gymfleet.envs.browser.errors import BrowserTaskError
+from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
+
+ENV_ENTRY_POINT = "gymfleet.envs.browser.env:BrowserEnv"
+GENERIC_ENV_ID = "gymfleet/Browser-v0"
+HUD_DOM_IDS = ("reward-display", "sync-task-cover", "query", "click-canvas")
+"""MiniWoB's own display (instruction, score, START cover): left out of the page text."""
+
+_HIDE_HUD_CSS = "#reward-display, #sync-task-cover { display: none !important; }"
+
+# Seeds Math.random, gives the page's timer room, and starts the episode (what the START
+# cover's click would do). EPISODE_MAX_TIME is ms.
+_START_JS = """
+({seed, maxMs, css}) => {
+  const style = document.createElement('style');
+  style.textContent = css;
+  document.head.appendChild(style);
+  Math.seedrandom(seed);
+  core.EPISODE_MAX_TIME = maxMs;
+  core.startEpisodeReal();
+  return WOB_TASK_READY;
+}
+"""
+_READ_JS = """
+() => ({raw: WOB_RAW_REWARD_GLOBAL, reward: WOB_REWARD_GLOBAL, done: WOB_DONE_GLOBAL,
+        reason: WOB_REWARD_REASON == null ? '' : String(WOB_REWARD_REASON)})
+"""
+_UTTERANCE_JS = """
+() => { const u = core.getUtterance(); return typeof u === 'string' ? u : (u.utterance || ''); }
+"""
+
+
+def miniwob_html_dir() -> Path:
+    """The ``html/`` folder of the installed ``miniwob`` package.
+
+    Raises:
+        BrowserTaskError: the package is not installed.
+    """
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise BrowserTaskError(
+            "the miniwob package is not installed: pip install 'gymfleet[browser]' (or miniwob)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "html"
+
+
+def miniwob_task_names(html_dir: Path | None = None) -> list[str]:
+    """Names of every MiniWoB++ task the package ships (``click-button``, ...), sorted."""
+    folder = (html_dir or miniwob_html_dir()) / "miniwob"
+    return sorted(p.stem for p in folder.glob("*.html"))
+
+
+def success_reward(raw_reward: float | None, done: bool) -> float:
+    """The env's reward from MiniWoB's raw reward: 1.0 only for a finished episode scoring 1.
+
+    Args:
+        raw_reward: ``WOB_RAW_REWARD_GLOBAL`` (-1 failure, partial credit in (0, 1), 1 success).
+        done: ``WOB_DONE_GLOBAL``.
+    """
+    return 1.0 if done and raw_reward is not None and raw_reward >= 1.0 - 1e-9 else 0.0
+
+
+class MiniWoBTask(BrowserTask):
+    """One MiniWoB++ task page, e.g. ``MiniWoBTask("click-button")``.
+
+    Args:
+        name: the task (the HTML file's stem).
+        html_dir: the package's ``html/`` folder (found when None).
+        page_time_limit_s: the page's own episode timer; kept above the env's time limit so
+            that the env, not the page, truncates.
+    """
+
+    skip_dom_ids = HUD_DOM_IDS
+
+    def __init__(self, name: str, html_dir: Path | None = None, page_time_limit_s: float = 3600.0):
+        self.name = name
+        self.html_dir = html_dir or miniwob_html_dir()
+        self.page_time_limit_s = page_time_limit_s
+
+    @property
+    def path(self) -> Path:
+        return self.html_dir / "miniwob" / f"{self.name}.html"
+
+    async def start(self, page: Any, host: Any, seed: int) -> None:
+        if not self.path.exists():
+            raise BrowserTaskError(
+                f"no MiniWoB task {self.name!r} at {self.path}; known tasks: "
+                f"{', '.join(miniwob_task_names(self.html_dir)[:10])}, ..."
+            )
+        await page.goto(host.file_url(self.path), wait_until="load")
+        try:
+            await page.wait_for_function(
+                "() => typeof core !== 'undefined' && typeof Math.seedrandom === 'function'"
+            )
+        except Exception as exc:
+            raise BrowserTaskError(f"{self.name}: MiniWoB core.js did not load: {exc}") from exc
+        args = {"seed": seed, "maxMs": int(self.page_time_limit_s * 1000), "css": _HIDE_HUD_CSS}
+        if not await page.evaluate(_START_JS, args):
+            await page.wait_for_function("() => WOB_TASK_READY")
+
+    async def instruction(self, page: Any) -> str:
+        return str(await page.evaluate(_UTTERANCE_JS))
+
+    async def outcome(self, page: Any) -> TaskOutcome:
+        g = await page.evaluate(_READ_JS)
+        raw = float(g["raw"]) if g["raw"] is not None else None
+        done = bool(g["done"])
+        return TaskOutcome(
+            reward=success_reward(raw, done),
+            done=done,
+            raw_reward=raw,
+            reason=g["reason"],
+            details={"wob_reward": g["reward"]},
+        )
+
+    def gold_policy(self) -> Policy | None:
+        from gymfleet.envs.browser.gold import gold_policy_for
+
+        return gold_policy_for(self.name)
+
+
+def env_id_for(task_name: str) -> str:
+    """``click-button`` -> ``gymfleet/miniwob.click-button-v0``."""
+    return f"gymfleet/miniwob.{task_name}-v0"
+
+
+def register_envs() -> None:
+    """Registers ``gymfleet/Browser-v0`` and one ``gymfleet/miniwob.<task>-v0`` per task.
+
+    Idempotent; registers nothing (quietly) when the ``miniwob`` package is missing.
+    """
+    if importlib.util.find_spec("miniwob") is None or importlib.util.find_spec("playwright") is None:
+        return
+    ids: dict[str, dict[str, Any]] = {GENERIC_ENV_ID: {}}
+    ids.update({env_id_for(name): {"tasks": [name]} for name in miniwob_task_names()})
+    for env_id, kwargs in ids.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=ENV_ENTRY_POINT, kwargs=kwargs)

@@ -1,0 +1,49 @@
+"""Errors raised by gymfleet.envs.swe (SWE-bench instances, images, grading, evaluation).
+
+Class tree::
+
+    GymfleetEnvError                      (gymfleet.envs.errors)
+    └── SWEError                          anything in the SWE family
+        ├── InstanceLoadError             a dataset or predictions file could not be read
+        ├── SpecNotFoundError             no install/test spec for (repo, version)
+        ├── ProvisionError                no image could be found, pulled or built for an instance
+        │   ├── UnsupportedPythonError    the spec asks for a Python the image cannot have offline
+        │   └── RepoNotFoundError         the repository is neither in the mirror nor clonable
+        └── SWESetupError                 the repository could not be put at its base commit
+
+Each instance's error in an evaluation (``patch did not apply``, ``tests timed out``, a
+``ProvisionError``) is recorded on that instance's report, never raised out of the run.
+"""
+
+from __future__ import annotations
+
+from gymfleet.envs.errors import GymfleetEnvError
+
+
+class SWEError(GymfleetEnvError):
+    """Base class of the SWE family's errors."""
+
+
+class InstanceLoadError(SWEError):
+    """A dataset, instance or predictions file could not be read (missing field, bad JSON)."""
+
+
+class SpecNotFoundError(SWEError):
+    """Neither swebench's spec table nor gymfleet's knows this (repo, version)."""
+
+
+class ProvisionError(SWEError):
+    """No image could be found, pulled or built for an instance."""
+
+
+class UnsupportedPythonError(ProvisionError):
+    """The spec asks for a Python version the base image does not carry and that cannot be
+    installed offline."""
+
+
+class RepoNotFoundError(ProvisionError):
+    """The repository is neither in the mirror directory nor clonable."""
+
+
+class SWESetupError(SWEError):
+    """The repository inside a sandbox could not be reset to the instance's base commit."""

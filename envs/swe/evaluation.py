@@ -1,0 +1,118 @@
+"""SWE-bench evaluation: grade every prediction of a dataset, concurrently and resumably.
+
+``gymfleet eval swebench`` is a thin command line over :func:`evaluate`. Each instance runs in
+its own fresh sandbox (:class:`~gymfleet.envs.swe.harness.SWEHarness`); images are shared by
+instances of one repo and version; at most ``max_workers`` instances run at once. Instances a
+previous run with the same ``run_id`` finished are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from gymfleet.envs.sandbox import SandboxLabels
+from gymfleet.envs.swe.harness import InstanceResult, SWEHarness, SWEHarnessConfig
+from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
+from gymfleet.envs.swe.predictions import Prediction, load_predictions
+from gymfleet.envs.swe.report import RunLayout, RunSummary, write_instance
+
+OnResult = Callable[[str, str], None]
+"""Called as ``on_result(instance_id, outcome)`` when an instance is done (progress display);
+outcome is ``resolved``, ``unresolved``, ``empty``, ``error`` or ``skipped``."""
+
+
+class EvalConfig(BaseModel):
+    """One evaluation run (the options of ``gymfleet eval swebench``)."""
+
+    dataset: str = FIXTURES_NAME
+    """``fixtures``, a .json/.jsonl/.parquet file, or a dataset name (needs the hub)."""
+    split: str = "test"
+    """Split, for dataset names."""
+    predictions: str = "gold"
+    """A predictions JSONL file, ``gold`` (the instances' own patches) or ``empty``."""
+    instance_ids: list[str] = Field(default_factory=list)
+    """Evaluate only these."""
+    max_workers: int = Field(default=4, ge=1)
+    """Instances graded at once."""
+    run_id: str = "gymfleet"
+    """Names the run; a second run with the same id skips finished instances."""
+    output_dir: Path = Path(".")
+    """Where ``logs/run_evaluation/...`` and the summary JSON go."""
+    run_empty_patches: bool = True
+    """Run the tests for empty patches too (their tests_status shows the instance's
+    FAIL_TO_PASS tests failing); they are never counted as resolved."""
+    harness: SWEHarnessConfig = Field(default_factory=SWEHarnessConfig)
+    """Provisioning, sandbox and grading settings."""
+
+
+async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
+                   harness: SWEHarness | None = None) -> tuple[RunSummary, RunLayout]:
+    """Grades every prediction; writes per-instance files and the summary.
+
+    Returns:
+        The run summary (also written to ``<output>/<model>.<run_id>.json``) and the layout.
+
+    Raises:
+        InstanceLoadError: the dataset or predictions cannot be read.
+    """
+    instances = load_instances(config.dataset, config.instance_ids, config.split)
+    predictions = load_predictions(config.predictions, instances)
+    model = next(iter(predictions.values())).model_name_or_path if predictions else "none"
+    layout = RunLayout(config.output_dir, config.run_id, model)
+    summary = RunSummary(total_instances=len(instances), submitted_ids=[])
+    for instance_id in predictions.keys() - {i.instance_id for i in instances}:
+        if not config.instance_ids:
+            summary.submitted_ids.append(instance_id)
+            summary.add(instance_id, None, False, "the prediction's instance is not in the dataset")
+    harness = harness or SWEHarness(config.harness)
+    gate = asyncio.Semaphore(config.max_workers)
+    notify = on_result or (lambda _id, _outcome: None)
+
+    async def one(instance: SWEInstance, prediction: Prediction) -> None:
+        summary.submitted_ids.append(instance.instance_id)
+        finished = layout.finished_report(instance.instance_id)
+        if finished is not None:
+            summary.skipped_ids.append(instance.instance_id)
+            summary.add(instance.instance_id, finished, prediction.is_empty)
+            notify(instance.instance_id, "skipped")
+            return
+        async with gate:
+            result = await _grade(harness, config, instance, prediction)
+        write_instance(layout, result)
+        summary.add(instance.instance_id, result.report()[instance.instance_id],
+                    prediction.is_empty, result.error)
+        notify(instance.instance_id, _outcome(result, prediction))
+
+    async with asyncio.TaskGroup() as group:
+        for instance in instances:
+            if instance.instance_id in predictions:
+                group.create_task(one(instance, predictions[instance.instance_id]))
+    summary.write(layout)
+    return summary, layout
+
+
+async def _grade(harness: SWEHarness, config: EvalConfig, instance: SWEInstance,
+                 prediction: Prediction) -> InstanceResult:
+    labels = SandboxLabels(run_id=f"swe-eval-{config.run_id}")
+    if prediction.is_empty and not config.run_empty_patches:
+        result = InstanceResult(instance.instance_id, prediction.model_name_or_path,
+                                prediction.model_patch)
+    else:
+        result = await harness.grade(instance, prediction.model_patch,
+                                     prediction.model_name_or_path, labels)
+    if prediction.is_empty:
+        result.resolved = False  # swebench never counts an empty patch as resolved
+    return result
+
+
+def _outcome(result: InstanceResult, prediction: Prediction) -> str:
+    if result.error is not None:
+        return "error"
+    if prediction.is_empty:
+        return "empty"
+    return "resolved" if result.resolved else "unresolved"
+

@@ -1,0 +1,210 @@
+"""Runs one instance in a sandbox: provision its image, reset the repo, apply a patch, run the
+tests with a time limit, and grade the log. Shared by ``gymfleet/SWE-v0`` and the evaluation.
+
+Every failure of one instance (no image, patch does not apply, tests time out, sandbox
+error) becomes that instance's :class:`InstanceResult` with ``error`` set; nothing here raises
+for a bad instance or patch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gymfleet.envs.errors import SandboxError
+from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
+from gymfleet.envs.swe import patch as scripts
+from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe.errors import SWEError, SWESetupError
+from gymfleet.envs.swe.grading import Grade, grade_log
+from gymfleet.envs.swe.images import ImageProvider, ImageRef, SWEImagesConfig
+from gymfleet.envs.swe.instances import FIXTURE_MIRROR, SWEInstance
+from gymfleet.envs.swe.repos import RepoSource
+from gymfleet.envs.swe.specs import RepoSpec, load_spec
+
+
+class SWEHarnessConfig(BaseModel):
+    """How SWE instances are provisioned, run and graded."""
+
+    repo_mirrors: list[Path] = Field(default_factory=lambda: [FIXTURE_MIRROR])
+    """Mirror directories of git repositories, searched before GitHub."""
+    allow_clone: bool = True
+    """Clone from GitHub when no mirror has the repository."""
+    spec_tables: list[Path] = Field(default_factory=list)
+    """Extra spec tables (YAML, shaped like ``fixtures/specs.yaml``)."""
+    sandbox_backend: str = "docker"
+    """Sandbox backend name (``docker``; the images need it)."""
+    eval_timeout_s: float = 1800.0
+    """Time limit of one test run, seconds (swebench's default)."""
+    setup_timeout_s: float = 300.0
+    """Time limit of resetting the repo or applying a patch, seconds."""
+    cpus: float = 1.0
+    """CPU limit per sandbox, cores."""
+    memory_mb: int = 2048
+    """Memory limit per sandbox, MiB."""
+    hide_future: bool = True
+    """Delete refs and prune objects after the base commit, so the fix cannot be read."""
+    images: SWEImagesConfig = Field(default_factory=SWEImagesConfig)
+    """Image finding and building."""
+
+
+@dataclass
+class InstanceResult:
+    """The outcome of grading one patch on one instance.
+
+    Attributes:
+        error: why the instance could not be graded (no image, patch did not apply, tests
+            timed out, sandbox failure), else None.
+        grade: the grading, when the tests ran and their log was gradable.
+        test_log: the patch application and test run output.
+    """
+
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str | None
+    resolved: bool = False
+    error: str | None = None
+    grade: Grade | None = None
+    test_log: str = ""
+    image: str = ""
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def patch_applied(self) -> bool:
+        """True when the patch applied (an empty patch counts as applied)."""
+        return upstream.constants().APPLY_PATCH_FAIL not in self.test_log and bool(self.test_log)
+
+    def report(self) -> dict[str, Any]:
+        """The per-instance ``report.json`` in swebench's layout (plus ``error``)."""
+        body: dict[str, Any] = {
+            "patch_is_None": self.model_patch is None,
+            "patch_exists": self.model_patch is not None,
+            "patch_successfully_applied": self.grade is not None or (
+                self.patch_applied and self.error is None),
+            "resolved": self.resolved,
+            "error": self.error,
+        }
+        if self.grade is not None:
+            body["tests_status"] = self.grade.tests_status.as_dict()
+            body["resolution"] = self.grade.resolution
+        return {self.instance_id: body}
+
+
+class SWEHarness:
+    """Provisions and grades instances; one per env or evaluation run (caches specs, images)."""
+
+    def __init__(self, config: SWEHarnessConfig | None = None,
+                 backend: SandboxBackend | None = None) -> None:
+        self.config = config or SWEHarnessConfig()
+        self.images = ImageProvider(
+            RepoSource(tuple(self.config.repo_mirrors), self.config.allow_clone), self.config.images
+        )
+        self._backend = backend
+
+    def backend(self) -> SandboxBackend:
+        """The sandbox backend (made on first use)."""
+        if self._backend is None:
+            self._backend = get_backend(self.config.sandbox_backend)
+        return self._backend
+
+    def spec(self, instance: SWEInstance) -> RepoSpec:
+        """The instance's spec (raises SpecNotFoundError)."""
+        return load_spec(instance.repo, instance.version, self.config.spec_tables)
+
+    async def provision(self, instance: SWEInstance) -> ImageRef:
+        """The instance's image, found, pulled or built (in a thread; raises ProvisionError)."""
+        return await asyncio.to_thread(self.images.ensure, instance, self.spec(instance))
+
+    def sandbox(self, image: ImageRef, labels: SandboxLabels | None = None) -> Sandbox:
+        """A new sandbox (not started) of ``image`` with the repo at ``/testbed``."""
+        spec = SandboxSpec(image=image.tag, workdir=scripts.REPO_DIR, network=False,
+                           cpus=self.config.cpus, memory_mb=self.config.memory_mb,
+                           pids_limit=1024, ttl_s=self.config.eval_timeout_s + 3600)
+        return self.backend().create(spec, labels)
+
+    async def reset_repo(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef) -> None:
+        """Puts the sandbox's repo at the base commit (official images already are).
+
+        Raises:
+            SWESetupError: the reset failed.
+        """
+        if image.layout == "swebench":
+            return
+        result = await sandbox.exec(
+            scripts.setup_script(instance.base_commit, self.config.hide_future),
+            timeout_s=self.config.setup_timeout_s,
+        )
+        if not result.ok:
+            raise SWESetupError(
+                f"could not reset {instance.repo} to {instance.base_commit}: "
+                f"{(result.stdout + result.stderr).strip()[-800:]}"
+            )
+
+    async def grade(self, instance: SWEInstance, model_patch: str | None, model_name: str = "gold",
+                    labels: SandboxLabels | None = None) -> InstanceResult:
+        """Grades ``model_patch`` on ``instance`` in a fresh sandbox. Never raises for a bad
+        instance or patch: the result's ``error`` says what went wrong."""
+        result = InstanceResult(instance.instance_id, model_name, model_patch)
+        start = time.monotonic()
+        try:
+            image = await self.provision(instance)
+            result.image = image.tag
+            result.timings_s["image"] = image.seconds
+            async with self.sandbox(image, labels) as sandbox:
+                await self.reset_repo(sandbox, instance, image)
+                await self._apply_and_test(sandbox, instance, image, model_patch or "", result)
+        except (SWEError, SandboxError) as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+        result.timings_s["total"] = time.monotonic() - start
+        return result
+
+    async def _apply_and_test(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef,
+                              model_patch: str, result: InstanceResult) -> None:
+        t0 = time.monotonic()
+        if model_patch.strip():
+            await sandbox.put_file(scripts.PATCH_PATH, _with_newline(model_patch).encode())
+            applied = await sandbox.exec(scripts.apply_script(),
+                                         timeout_s=self.config.setup_timeout_s)
+            result.test_log = applied.stdout + applied.stderr
+            if not applied.ok:
+                result.error = "patch did not apply: " + _tail(result.test_log)
+                return
+        result.timings_s["apply"] = time.monotonic() - t0
+        spec = self.spec(instance)
+        script = scripts.eval_script(instance, spec, conda=image.layout == "swebench")
+        await sandbox.put_file(scripts.EVAL_SCRIPT_PATH, script.encode(), mode=0o755)
+        t1 = time.monotonic()
+        run = await sandbox.exec(
+            f"bash {scripts.EVAL_SCRIPT_PATH} > {scripts.TEST_LOG_PATH} 2>&1",
+            timeout_s=self.config.eval_timeout_s,
+        )
+        result.timings_s["tests"] = time.monotonic() - t1
+        log = (await sandbox.get_file(scripts.TEST_LOG_PATH)).decode("utf-8", "replace")
+        result.test_log += log
+        if run.timed_out:
+            result.test_log += (f"\n{upstream.constants().TESTS_TIMEOUT}: "
+                                f"{self.config.eval_timeout_s:g} seconds exceeded\n")
+            result.error = f"tests timed out after {self.config.eval_timeout_s:g} s"
+            return
+        grade = grade_log(result.test_log, instance.FAIL_TO_PASS, instance.PASS_TO_PASS,
+                          spec.parser(), SimpleNamespace(instance_id=instance.instance_id,
+                                                         repo=instance.repo, version=instance.version))
+        if not grade.graded:
+            result.error = f"test log not gradable: {grade.error}"
+            return
+        result.grade = grade
+        result.resolved = grade.resolved
+
+
+def _with_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _tail(text: str, n_chars: int = 800) -> str:
+    return text.strip()[-n_chars:]

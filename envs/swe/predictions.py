@@ -1,0 +1,77 @@
+"""Model predictions in SWE-bench's format, and the two built-in ones: ``gold`` and ``empty``.
+
+A predictions file is JSON Lines (or a JSON array, or a JSON object keyed by instance id) of
+``{"instance_id", "model_name_or_path", "model_patch"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from gymfleet.envs.swe.errors import InstanceLoadError
+from gymfleet.envs.swe.instances import SWEInstance
+
+BUILTIN_PREDICTIONS = ("gold", "empty")
+
+
+class Prediction(BaseModel):
+    """One model's patch for one instance."""
+
+    instance_id: str
+    """The instance the patch is for."""
+    model_name_or_path: str = "unknown"
+    """Names the model; reports are grouped by it."""
+    model_patch: str | None = None
+    """Unified diff against the base commit; empty or None means no patch."""
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is no patch to apply."""
+        return not (self.model_patch or "").strip()
+
+
+def load_predictions(source: str | Path, instances: Sequence[SWEInstance]) -> dict[str, Prediction]:
+    """Predictions keyed by instance id.
+
+    Args:
+        source: ``"gold"`` (each instance's own ``patch``), ``"empty"`` (no patch), or a file.
+        instances: the instances being evaluated (used by ``gold`` / ``empty``).
+
+    Raises:
+        InstanceLoadError: unreadable file, a malformed row, or a duplicate instance id.
+    """
+    if str(source) == "gold":
+        return {i.instance_id: Prediction(instance_id=i.instance_id, model_name_or_path="gold",
+                                          model_patch=i.patch) for i in instances}
+    if str(source) == "empty":
+        return {i.instance_id: Prediction(instance_id=i.instance_id, model_name_or_path="empty",
+                                          model_patch="") for i in instances}
+    path = Path(source)
+    try:
+        text = path.read_text()
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            rows = json.loads(text)
+        elif stripped.startswith("{") and path.suffix == ".json":
+            data = json.loads(text)
+            rows = list(data.values()) if "instance_id" not in data else [data]
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise InstanceLoadError(
+            f"cannot read predictions {path}: {exc}; pass a JSONL file, `gold` or `empty`"
+        ) from exc
+    predictions: dict[str, Prediction] = {}
+    for n, row in enumerate(rows):
+        try:
+            pred = Prediction.model_validate(row)
+        except ValidationError as exc:
+            raise InstanceLoadError(f"{path}: prediction {n} is malformed: {exc}") from exc
+        if pred.instance_id in predictions:
+            raise InstanceLoadError(f"{path}: two predictions for {pred.instance_id}")
+        predictions[pred.instance_id] = pred
+    return predictions

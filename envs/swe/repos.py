@@ -1,0 +1,77 @@
+"""Where task repositories come from: a mirror directory of git repositories, or GitHub.
+
+A mirror (``--repo-mirror DIR``) serves machines with no GitHub. For ``owner/name`` it may hold
+any of ``owner__name.bundle`` (a ``git bundle``), ``owner__name.git`` / ``owner__name`` (bare or
+working repositories), or ``owner/name.git`` / ``owner/name``. Without a match, and when
+``allow_clone`` is set, the repository is cloned from ``https://github.com/owner/name.git``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gymfleet.envs.swe.errors import RepoNotFoundError
+
+GITHUB_URL = "https://github.com/{repo}.git"
+CLONE_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class RepoSource:
+    """Finds and clones task repositories.
+
+    Attributes:
+        mirrors: mirror directories, searched in order.
+        allow_clone: clone from GitHub when no mirror has the repository.
+    """
+
+    mirrors: Sequence[Path] = ()
+    allow_clone: bool = True
+
+    def locate(self, repo: str) -> str:
+        """A path or URL ``git clone`` accepts for ``repo``.
+
+        Raises:
+            RepoNotFoundError: no mirror holds it and cloning is off.
+        """
+        owner, _, name = repo.partition("/")
+        for mirror in self.mirrors:
+            for candidate in (
+                mirror / f"{owner}__{name}.bundle",
+                mirror / f"{owner}__{name}.git",
+                mirror / f"{owner}__{name}",
+                mirror / owner / f"{name}.git",
+                mirror / owner / name,
+            ):
+                if candidate.exists():
+                    return str(candidate)
+        if self.allow_clone:
+            return GITHUB_URL.format(repo=repo)
+        searched = ", ".join(str(m) for m in self.mirrors) or "no mirror given"
+        raise RepoNotFoundError(
+            f"repository {repo} is not in the mirror ({searched}) and cloning is off: put "
+            f"{owner}__{name}.bundle (git bundle create ... --all) or a clone in the mirror"
+        )
+
+    def clone(self, repo: str, dest: Path, commit: str) -> None:
+        """Clones ``repo`` into ``dest`` (all history) and checks out ``commit``.
+
+        Raises:
+            RepoNotFoundError: the clone failed or ``commit`` is not in the repository.
+        """
+        source = self.locate(repo)
+        for args in (
+            ["git", "clone", "--quiet", "--no-checkout", source, str(dest)],
+            ["git", "-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "-q", commit],
+        ):
+            try:
+                out = subprocess.run(args, capture_output=True, text=True, timeout=CLONE_TIMEOUT_S)
+            except subprocess.TimeoutExpired as exc:
+                raise RepoNotFoundError(f"`{' '.join(args)}` timed out") from exc
+            if out.returncode != 0:
+                raise RepoNotFoundError(
+                    f"`{' '.join(args)}` failed ({source}): {out.stderr.strip()[-500:]}"
+                )

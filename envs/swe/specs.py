@@ -1,0 +1,111 @@
+"""Install-and-test specs of (repo, version): swebench's table first, then gymfleet's.
+
+A spec says which Python a repository version needs, what to install before and how to
+install it, and how to run its tests. swebench 4.1.0 carries one for every repository of
+SWE-bench (``MAP_REPO_VERSION_TO_SPECS``); repositories it does not know (the fixtures, a
+SWE-Gym or SWE-smith style dataset of other projects) use gymfleet's table of the same shape
+(``fixtures/specs.yaml``, or YAML files passed as ``extra_tables``), plus ``log_parser``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe.errors import SpecNotFoundError
+
+GYMFLEET_SPECS = Path(__file__).resolve().parent / "fixtures" / "specs.yaml"
+
+
+class RepoSpec(BaseModel):
+    """One entry of a spec table (swebench's ``MAP_REPO_VERSION_TO_SPECS[repo][version]``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    repo: str
+    """``owner/name``."""
+    version: str
+    """The key into the repo's table (``"3.0"``)."""
+    source: str
+    """Where the spec came from: ``"swebench"`` or a gymfleet table path."""
+    python: str = "3.11"
+    """Python version the repository needs (``"3.9"``)."""
+    packages: str = ""
+    """swebench: space-separated packages, or ``requirements.txt`` / ``environment.yml``."""
+    pip_packages: list[str] = Field(default_factory=list)
+    """Extra pip requirements, installed before the repository."""
+    pre_install: list[str] = Field(default_factory=list)
+    """Shell commands run in the repository before installing it."""
+    install: str = ""
+    """Shell command that installs the repository (``python -m pip install -e .``)."""
+    test_cmd: str = "pytest -rA"
+    """The test command; the test files of the test patch are appended."""
+    eval_commands: list[str] = Field(default_factory=list)
+    """Shell commands run before the tests (environment variables, locale)."""
+    log_parser: str = ""
+    """Name of a swebench log parser; empty means swebench's parser for the repo."""
+
+    @field_validator("test_cmd", mode="before")
+    @classmethod
+    def _last_test_cmd(cls, value: Any) -> str:
+        # swebench lists several commands for a few repos; the last one runs the tests
+        return value[-1] if isinstance(value, list) else value
+
+    @field_validator("python", "version", mode="before")
+    @classmethod
+    def _as_str(cls, value: Any) -> str:
+        return str(value)
+
+    def parser(self) -> Any:
+        """The swebench log parser function for this repo.
+
+        Raises:
+            SpecNotFoundError: neither the spec nor swebench names a parser.
+        """
+        if self.log_parser:
+            return upstream.log_parser(self.log_parser)
+        found = upstream.parser_for_repo(self.repo)
+        if found is None:
+            raise SpecNotFoundError(
+                f"no log parser for {self.repo}: add `log_parser: parse_log_pytest` (or another "
+                "swebench parser name) to its spec table entry"
+            )
+        return found
+
+    def test_directives(self, row: dict[str, Any]) -> list[str]:
+        """Test files (Django: modules) the test command runs, from the row's test patch."""
+        return upstream.test_directives(row)
+
+    def test_command(self, row: dict[str, Any]) -> str:
+        """``test_cmd`` followed by the test patch's test files."""
+        return " ".join([self.test_cmd, *self.test_directives(row)])
+
+
+def load_spec(repo: str, version: str, extra_tables: Sequence[Path] = ()) -> RepoSpec:
+    """The spec of ``repo`` at ``version``.
+
+    Raises:
+        SpecNotFoundError: no table knows (repo, version); the message lists the versions
+            that are known for the repo.
+    """
+    known: list[str] = []
+    table = upstream.repo_specs(repo)
+    if table is not None:
+        if version in table:
+            return RepoSpec(repo=repo, version=version, source="swebench", **table[version])
+        known += list(table)
+    for path in (*extra_tables, GYMFLEET_SPECS):
+        entries = (yaml.safe_load(Path(path).read_text()) or {}).get(repo, {})
+        if version in entries:
+            return RepoSpec(repo=repo, version=version, source=str(path), **entries[version])
+        known += list(entries)
+    hint = f"known versions: {', '.join(known)}" if known else "the repository is unknown"
+    raise SpecNotFoundError(
+        f"no install/test spec for {repo} {version} ({hint}); add one to a spec table "
+        f"shaped like {GYMFLEET_SPECS.name} and pass it with --spec-table"
+    )

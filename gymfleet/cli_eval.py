@@ -1,0 +1,77 @@
+"""`gymfleet eval swebench`: SWE-bench evaluation of predictions, with progress and a report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gymfleet.envs.swe.errors import SWEError
+from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
+from gymfleet.envs.swe.harness import SWEHarnessConfig
+from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
+
+eval_app = typer.Typer(no_args_is_help=True, help="Evaluate predictions on benchmarks.")
+
+
+@eval_app.command("swebench")
+def swebench(
+    dataset: Annotated[str, typer.Option(help="fixtures, a .json/.jsonl/.parquet file, or a dataset name.")] = "fixtures",
+    predictions: Annotated[str, typer.Option(help="Predictions JSONL, `gold` or `empty`.")] = "gold",
+    instance_ids: Annotated[list[str] | None, typer.Option("--instance-ids", help="Only these (repeat, or comma-separated).")] = None,
+    max_workers: Annotated[int, typer.Option(min=1, help="Instances graded at once.")] = 4,
+    run_id: Annotated[str, typer.Option(help="Run name; rerunning it skips finished instances.")] = "gymfleet",
+    repo_mirror: Annotated[list[Path] | None, typer.Option(help="Mirror directory of git repositories (repeatable).")] = None,
+    output_dir: Annotated[Path, typer.Option(help="Where logs/run_evaluation and the summary go.")] = Path("."),
+    timeout: Annotated[float, typer.Option(help="Time limit of one test run, seconds.")] = 1800.0,
+    spec_table: Annotated[list[Path] | None, typer.Option(help="Extra spec table YAML (repeatable).")] = None,
+    no_clone: Annotated[bool, typer.Option("--no-clone", help="Never clone from GitHub.")] = False,
+    split: Annotated[str, typer.Option(help="Split, for dataset names.")] = "test",
+) -> None:
+    """Grades predictions on SWE-bench-format instances in Docker; writes SWE-bench's report."""
+    ids = [i for item in (instance_ids or []) for i in item.split(",") if i]
+    mirrors = [*(repo_mirror or []), FIXTURE_MIRROR]
+    config = EvalConfig(
+        dataset=dataset, split=split, predictions=predictions, instance_ids=ids,
+        max_workers=max_workers, run_id=run_id, output_dir=output_dir,
+        harness=SWEHarnessConfig(repo_mirrors=mirrors, allow_clone=not no_clone,
+                                 spec_tables=spec_table or [], eval_timeout_s=timeout),
+    )
+    console = Console(stderr=True)
+    try:
+        total = len(load_instances(dataset, ids, split))
+        summary, layout = asyncio.run(_run(config, total, console))
+    except SWEError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    data = summary.as_dict()
+    console.print(
+        f"resolved {data['resolved_instances']}, unresolved {data['unresolved_instances']}, "
+        f"empty {data['empty_patch_instances']}, errors {data['error_instances']} "
+        f"(of {data['submitted_instances']} submitted; {len(summary.skipped_ids)} finished before)"
+    )
+    for instance_id, error in data["errors"].items():
+        console.print(f"  [yellow]{instance_id}[/yellow]: {error.splitlines()[0][:200]}")
+    console.print(f"report: {layout.summary_path}  logs: {layout.run_dir}")
+    typer.echo(json.dumps({k: data[k] for k in ("resolved_ids", "unresolved_ids", "error_ids",
+                                                "empty_patch_ids")}))
+
+
+async def _run(config: EvalConfig, total: int, console: Console):  # type: ignore[no-untyped-def]
+    counts = {"resolved": 0, "unresolved": 0, "empty": 0, "error": 0, "skipped": 0}
+    columns = (TextColumn("[bold]swebench[/bold] {task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("", total=total)
+
+        def on_result(instance_id: str, outcome: str) -> None:
+            counts[outcome] += 1
+            progress.update(task, advance=1, description=" ".join(
+                f"{k} {v}" for k, v in counts.items() if v))
+
+        return await evaluate(config, on_result)

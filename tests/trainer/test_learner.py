@@ -1,0 +1,115 @@
+"""The learner on the real embedded model: it moves the policy toward rewarded samples,
+publishes, and resumes from the bucket without training on a group twice."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gymfleet.models import load_tokenizer
+from gymfleet.orchestrator.records import Trajectory
+from gymfleet.trainer.bucket import AdapterBucket
+from gymfleet.trainer.learner import ClaimedGroup, Learner, LearnerConfig, sequence_logprobs
+
+pytestmark = pytest.mark.model
+
+
+class MemoryGroupSource:
+    """A GroupSource over a list of groups, with leases and acks like the store's."""
+
+    def __init__(self, groups: dict[str, list[Trajectory]]) -> None:
+        self.groups = groups
+        self.claims: dict[str, tuple[str, float]] = {}
+        self.acked: set[str] = set()
+        self.claim_log: list[str] = []
+
+    async def claim_groups(self, n: int, claimer: str, lease_s: float) -> list[ClaimedGroup]:
+        now = time.time()
+        free = [g for g in self.groups if g not in self.acked and (g not in self.claims or self.claims[g][1] < now)]
+        out = []
+        for gid in free[:n]:
+            self.claims[gid] = (claimer, now + lease_s)
+            self.claim_log.append(gid)
+            out.append(ClaimedGroup(gid, self.groups[gid]))
+        return out
+
+    async def ack_groups(self, group_ids: list[str], claimer: str) -> None:
+        self.acked.update(group_ids)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer()
+
+
+def _traj(tok, gid: str, i: int, prompt: str, answer: str, reward: float) -> Trajectory:
+    p = tok(prompt).input_ids
+    a = tok(answer).input_ids
+    ids = np.array(p + a, np.int64)
+    mask = np.array([0] * len(p) + [1] * len(a), np.uint8)
+    return Trajectory(f"{gid}-{i}", "run", gid, "test/Env-v0", gid, token_ids=ids, loss_mask=mask,
+                      logprobs=np.zeros(len(ids), np.float32), versions=np.where(mask, 0, -1), reward=reward)
+
+
+def _with_behaviour_logprobs(model, trajs: list[Trajectory]) -> list[Trajectory]:
+    with torch.no_grad():
+        for t in trajs:
+            ids = torch.from_numpy(t.token_ids.astype("int64"))[None]
+            lp = sequence_logprobs(model, ids, torch.ones_like(ids))[0].numpy()
+            t.logprobs = (lp * t.loss_mask).astype(np.float32)
+    return trajs
+
+
+def _answer_logp(learner: Learner, t: Trajectory) -> float:
+    ids = torch.from_numpy(t.token_ids.astype("int64"))[None]
+    with torch.no_grad():
+        lp = sequence_logprobs(learner.model, ids, torch.ones_like(ids))[0]
+    return float((lp * torch.from_numpy(t.loss_mask.astype("float32"))).sum())
+
+
+async def test_learning_moves_toward_rewarded_sample_and_resumes(tokenizer, tmp_path) -> None:
+    config = LearnerConfig(lora_rank=1, lora_alpha=4, learning_rate=5e-3, groups_per_step=1,
+                           micro_batch_size=1, publish_every=2, target_modules=["q_proj", "v_proj"])
+    prompt = "<|im_start|>user\nSay a colour.<|im_end|>\n<|im_start|>assistant\n"
+    bucket = AdapterBucket(str(tmp_path / "bucket"), "run")
+    source = MemoryGroupSource({})
+    learner = Learner(config, source, bucket)
+    groups = {}
+    for g in range(4):
+        gid = f"g{g}"
+        groups[gid] = _with_behaviour_logprobs(learner.model, [
+            _traj(tokenizer, gid, 0, prompt, "Blue.", 1.0),
+            _traj(tokenizer, gid, 1, prompt, "I cannot do that.", 0.0),
+        ])
+    source.groups = groups
+    good, bad = groups["g0"]
+    before = _answer_logp(learner, good) - _answer_logp(learner, bad)
+
+    m1 = await learner.run_step()
+    assert m1 is not None and m1.published_version is None and np.isfinite(m1.loss)
+    assert m1.masked_fraction == 0.0 and m1.mean_ratio == pytest.approx(1.0, abs=1e-3)
+    assert source.acked == set()  # not acked before the publish commits
+    m2 = await learner.run_step()
+    assert m2.published_version == 1 and source.acked == {"g0", "g1"}
+    after = _answer_logp(learner, good) - _answer_logp(learner, bad)
+    assert after > before + 0.1, (before, after)
+
+    # A third step trains g2 but the learner "dies" before publishing: g2 stays claimed, unacked.
+    await learner.run_step()
+    assert "g2" not in source.acked
+    source.claims.clear()  # its lease expires
+
+    restarted = Learner(config, source, bucket, claimer="learner-2")
+    assert await restarted.resume()
+    assert restarted.step == 2 and restarted.version == 1
+    assert _answer_logp(restarted, good) - _answer_logp(restarted, bad) == pytest.approx(after, abs=1e-4)
+    m = await restarted.run_step()
+    m = await restarted.run_step()
+    assert m.published_version == 2
+    # g2 was trained on again only because the weights that saw it were never published.
+    assert source.claim_log.count("g0") == 1 and source.claim_log.count("g1") == 1
+    assert source.acked == {"g0", "g1", "g2", "g3"}
+    assert await restarted.run_step() is None

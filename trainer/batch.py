@@ -1,0 +1,137 @@
+"""From claimed groups of trajectories to the padded tensors one learner step trains on.
+
+Rules (DESIGN.md, Learner): samples that failed for infrastructure reasons (any status whose
+``trains`` is False) never reach the loss; samples whose oldest generated token's policy
+version lags the learner by more than ``max_staleness`` are dropped; a group keeping more than
+half of its samples is padded back to its size by repeating kept samples (in order), else the
+whole group is dropped. Advantages are computed per group after padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from gymfleet.orchestrator.records import Trajectory
+from gymfleet.trainer.loss import group_advantages
+
+
+@dataclass
+class GroupFilterStats:
+    """What :func:`repair_groups` threw away, for the run report."""
+
+    groups_in: int = 0
+    groups_dropped: int = 0
+    samples_not_trainable: int = 0
+    samples_stale: int = 0
+    samples_padded: int = 0
+    staleness: list[int] = field(default_factory=list)
+    """Learner version minus oldest token version, per kept sample (for the histogram)."""
+
+
+def repair_groups(
+    groups: Sequence[Sequence[Trajectory]], learner_version: int, max_staleness: int
+) -> tuple[list[list[Trajectory]], GroupFilterStats]:
+    """Drops untrainable and stale samples and pads or drops each group.
+
+    Args:
+        groups: each the G samples of one task instance.
+        learner_version: the policy version the learner is training (newest published).
+        max_staleness: most versions a sample's oldest token may lag ``learner_version``.
+
+    Returns:
+        The trainable groups (each back to its original size) and what was dropped.
+    """
+    stats = GroupFilterStats(groups_in=len(groups))
+    kept_groups = []
+    for group in groups:
+        kept = []
+        for traj in group:
+            if not traj.status.trains or traj.n_generated_tokens == 0:
+                stats.samples_not_trainable += 1
+                continue
+            lag = learner_version - max(traj.oldest_version, 0)
+            if lag > max_staleness:
+                stats.samples_stale += 1
+                continue
+            kept.append(traj)
+            stats.staleness.append(lag)
+        if len(kept) * 2 <= len(group):
+            stats.groups_dropped += 1
+            continue
+        padded = kept + [kept[i % len(kept)] for i in range(len(group) - len(kept))]
+        stats.samples_padded += len(group) - len(kept)
+        kept_groups.append(padded)
+    return kept_groups, stats
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """Right-padded tensors for one optimiser step.
+
+    Attributes:
+        input_ids: (B, T) int64 token ids (pad id 0 beyond each length).
+        attention_mask: (B, T) int64, 1 on real tokens.
+        loss_mask: (B, T) float32, 1 on policy-generated tokens.
+        behaviour_logp: (B, T) float32 rollout-engine logprobs (0 off the loss mask).
+        advantages: (B,) float32 group-relative advantages.
+        rewards: (B,) float32.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    behaviour_logp: torch.Tensor
+    advantages: torch.Tensor
+    rewards: torch.Tensor
+
+    @property
+    def n_generated_tokens(self) -> int:
+        """Tokens the loss is normalised by."""
+        return int(self.loss_mask.sum().item())
+
+    def split(self, micro_batch_size: int) -> list[TrainBatch]:
+        """Micro-batches of at most ``micro_batch_size`` sequences, each trimmed to its own
+        longest sequence so that short ones do not pay for long ones."""
+        out = []
+        for i in range(0, len(self.input_ids), micro_batch_size):
+            sl = slice(i, i + micro_batch_size)
+            t = int(self.attention_mask[sl].sum(dim=1).max().item())
+            out.append(
+                TrainBatch(
+                    self.input_ids[sl, :t], self.attention_mask[sl, :t], self.loss_mask[sl, :t],
+                    self.behaviour_logp[sl, :t], self.advantages[sl], self.rewards[sl],
+                )
+            )
+        return out
+
+
+def collate(groups: Sequence[Sequence[Trajectory]], max_tokens: int | None = None) -> TrainBatch:
+    """Pads the trajectories of ``groups`` into one :class:`TrainBatch`.
+
+    Args:
+        groups: repaired groups (see :func:`repair_groups`).
+        max_tokens: truncate each sequence to its first ``max_tokens`` tokens.
+
+    Raises:
+        ValueError: no trajectories.
+    """
+    trajs = [t for g in groups for t in g]
+    if not trajs:
+        raise ValueError("collate needs at least one trajectory; repair_groups dropped every group")
+    advantages = torch.cat([group_advantages(torch.tensor([t.reward for t in g])) for g in groups])
+    lengths = [min(t.n_tokens, max_tokens or t.n_tokens) for t in trajs]
+    b, t_max = len(trajs), max(lengths)
+    input_ids = torch.zeros(b, t_max, dtype=torch.int64)
+    attention = torch.zeros(b, t_max, dtype=torch.int64)
+    loss_mask = torch.zeros(b, t_max, dtype=torch.float32)
+    behaviour = torch.zeros(b, t_max, dtype=torch.float32)
+    for i, (traj, n) in enumerate(zip(trajs, lengths, strict=True)):
+        input_ids[i, :n] = torch.from_numpy(traj.token_ids[:n].astype("int64"))
+        attention[i, :n] = 1
+        loss_mask[i, :n] = torch.from_numpy(traj.loss_mask[:n].astype("float32"))
+        behaviour[i, :n] = torch.from_numpy(traj.logprobs[:n].astype("float32"))
+    rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+    return TrainBatch(input_ids, attention, loss_mask, behaviour * loss_mask, advantages, rewards)

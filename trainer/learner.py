@@ -1,0 +1,255 @@
+"""The GRPO learner: claims complete groups, trains a LoRA adapter on them, publishes it.
+
+One step: claim ``groups_per_step`` groups from the store -> drop untrainable and stale samples,
+repair groups (:mod:`gymfleet.trainer.batch`) -> learner logprobs per micro-batch -> policy
+loss (:mod:`gymfleet.trainer.loss`) -> backward -> optimiser step. Every ``publish_every``
+steps the adapter, the optimiser state and the ids of the groups consumed since the last
+publish are committed to the bucket, and only then are those groups acknowledged in the store.
+A learner killed between two publishes therefore loses only un-acknowledged claims, which
+expire and are trained on again by the restarted learner (whose weights never saw them): no
+group is trained on twice, none is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from pydantic import BaseModel, Field
+
+from gymfleet.models import ModelSpec, load_causal_lm
+from gymfleet.orchestrator.records import Trajectory
+from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate, repair_groups
+from gymfleet.trainer.bucket import AdapterBucket
+from gymfleet.trainer.loss import LossConfig, policy_loss
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "learner_state.pt"
+
+
+class LearnerConfig(BaseModel):
+    """The learner's settings (written into every published adapter's meta.json)."""
+
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    """Base model; the embedded SmolLM2-135M-Instruct by default."""
+    lora_rank: int = Field(8, ge=1)
+    """LoRA rank r (rank 1 works)."""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator (scale = alpha / r)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input."""
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    """Module names LoRA wraps."""
+    learning_rate: float = 1e-4
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient norm clip."""
+    objective: str = "dsis"
+    """Policy objective, a key of trainer.loss.OBJECTIVES: dsis, ppo_clip or none."""
+    eps_low: float = 0.2
+    """Lower edge of the ratio band: tokens with ratio <= 1 - eps_low are masked (dsis)."""
+    eps_high: float = 0.28
+    """Upper edge: tokens with ratio >= 1 + eps_high are masked (dsis)."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts; learner logprobs use logits / temperature, as the
+    engine's do."""
+    max_staleness: int = Field(4, ge=0)
+    """Most policy versions a sample may lag the learner before it is dropped."""
+    groups_per_step: int = Field(4, ge=1)
+    """Groups per optimiser step."""
+    micro_batch_size: int = Field(4, ge=1)
+    """Sequences per forward/backward pass."""
+    max_tokens: int = Field(2048, ge=8)
+    """Sequences are truncated to this many tokens."""
+    publish_every: int = Field(1, ge=1)
+    """Publish (and checkpoint) the adapter every this many steps."""
+    claim_lease_s: float = 900.0
+    """Seconds a claim holds before the store hands the group to another learner; must exceed
+    ``publish_every`` steps."""
+
+
+@dataclass(frozen=True)
+class ClaimedGroup:
+    """One complete group a learner claimed: the G samples of one task instance."""
+
+    group_id: str
+    trajectories: list[Trajectory]
+
+
+@runtime_checkable
+class GroupSource(Protocol):
+    """Where the learner gets complete groups (the trajectory store)."""
+
+    async def claim_groups(self, n: int, claimer: str, lease_s: float) -> list[ClaimedGroup]:
+        """Called once per step: atomically claims up to ``n`` complete, unconsumed groups."""
+        ...
+
+    async def ack_groups(self, group_ids: list[str], claimer: str) -> None:
+        """Called after a publish committed: marks the groups consumed (idempotent)."""
+        ...
+
+
+@dataclass
+class StepMetrics:
+    """What one learner step did (one row of the run report)."""
+
+    step: int
+    loss: float
+    masked_fraction: float
+    mean_ratio: float
+    kl: float
+    n_tokens: int
+    n_groups: int
+    mean_reward: float
+    filter: GroupFilterStats = field(default_factory=GroupFilterStats)
+    duration_s: float = 0.0
+    published_version: int | None = None
+
+
+def sequence_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """Logprob of each token given the tokens before it, under ``softmax(logits / temperature)``.
+
+    The same quantity the rollout engine records for sampled tokens (temperature applied, no
+    top-p renormalisation), so that ``exp(logp - behaviour_logp)`` is the true importance ratio.
+
+    Args:
+        model: a causal LM returning ``.logits`` (B, T, V).
+        input_ids: (B, T) int64.
+        attention_mask: (B, T) 1 on real tokens.
+        temperature: > 0.
+
+    Returns:
+        (B, T) float32; position 0 (no context) is 0.
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    logp = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
+    picked = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return torch.nn.functional.pad(picked, (1, 0))
+
+
+class Learner:
+    """Trains a peft LoRA adapter with GRPO from a :class:`GroupSource`, publishing to a bucket.
+
+    Args:
+        config: the learner's settings.
+        source: the store (complete groups).
+        bucket: where adapters are published and resumed from.
+        claimer: a name for this learner's claims.
+    """
+
+    def __init__(self, config: LearnerConfig, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner") -> None:
+        from peft import LoraConfig, get_peft_model
+
+        self.config = config
+        self.source = source
+        self.bucket = bucket
+        self.claimer = claimer
+        torch.manual_seed(0)
+        base = load_causal_lm(config.model)
+        lora = LoraConfig(
+            r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+            target_modules=config.target_modules, task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(base, lora)
+        self.model.train()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.step = 0
+        self.version = 0
+        self._pending: list[str] = []
+
+    @property
+    def loss_config(self) -> LossConfig:
+        return LossConfig(self.config.eps_low, self.config.eps_high)
+
+    async def resume(self) -> bool:
+        """Loads the newest committed adapter, optimiser state and step from the bucket, and
+        acknowledges the groups that version consumed. Returns False when nothing is published."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        latest = self.bucket.latest()
+        if latest is None:
+            return False
+        with tempfile.TemporaryDirectory() as tmp:
+            local = self.bucket.fetch(latest.version, Path(tmp))
+            set_peft_model_state_dict(self.model, load_file(str(local / "adapter_model.safetensors")))
+            state = torch.load(local / STATE_FILE, weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.version = int(state["step"]), latest.version
+        await self.source.ack_groups(list(latest.meta.get("consumed_group_ids", [])), self.claimer)
+        log.info("resumed from %s at step %d", latest.url, self.step)
+        return True
+
+    def train_on(self, groups: list[list[Trajectory]]) -> StepMetrics:
+        """One optimiser step on already repaired groups. Returns its metrics."""
+        t0 = time.monotonic()
+        batch = collate(groups, self.config.max_tokens)
+        total = max(batch.n_generated_tokens, 1)
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = {"loss": 0.0, "masked": 0.0, "ratio": 0.0, "kl": 0.0}
+        for micro in batch.split(self.config.micro_batch_size):
+            out = self._micro_step(micro, total)
+            weight = out.n_tokens / total
+            sums["loss"] += float(out.loss.detach())
+            sums["masked"] += out.masked_fraction * weight
+            sums["ratio"] += out.mean_ratio * weight
+            sums["kl"] += out.kl * weight
+        torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
+        )
+        self.optimizer.step()
+        self.step += 1
+        return StepMetrics(
+            self.step, sums["loss"], sums["masked"], sums["ratio"], sums["kl"], batch.n_generated_tokens,
+            len(groups), float(batch.rewards.mean()), duration_s=time.monotonic() - t0,
+        )
+
+    def _micro_step(self, micro: TrainBatch, total_tokens: int):
+        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature)
+        out = policy_loss(
+            logp, micro.behaviour_logp, micro.advantages, micro.loss_mask,
+            objective=self.config.objective, config=self.loss_config, n_tokens_total=total_tokens,
+        )
+        out.loss.backward()
+        return out
+
+    async def run_step(self) -> StepMetrics | None:
+        """Claims groups, trains one step and publishes when due. None when no group is ready."""
+        claimed = await self.source.claim_groups(self.config.groups_per_step, self.claimer, self.config.claim_lease_s)
+        if not claimed:
+            return None
+        groups, stats = repair_groups([c.trajectories for c in claimed], self.version, self.config.max_staleness)
+        self._pending.extend(c.group_id for c in claimed)
+        if not groups:  # every group dropped: consumed all the same, nothing to train
+            metrics = StepMetrics(self.step, 0.0, 0.0, 1.0, 0.0, 0, 0, 0.0, filter=stats)
+        else:
+            metrics = self.train_on(groups)
+            metrics.filter = stats
+        if groups and self.step % self.config.publish_every == 0:
+            metrics.published_version = await self.publish()
+        return metrics
+
+    async def publish(self) -> int:
+        """Commits adapter + optimiser state + consumed group ids, then acks those groups."""
+        version = self.version + 1
+        with tempfile.TemporaryDirectory() as tmp:
+            self.model.save_pretrained(tmp)
+            torch.save({"optimizer": self.optimizer.state_dict(), "step": self.step}, Path(tmp) / STATE_FILE)
+            meta = {"step": self.step, "consumed_group_ids": list(self._pending),
+                    "config": self.config.model_dump(mode="json")}
+            self.bucket.publish(version, Path(tmp), meta)
+        self.version = version
+        await self.source.ack_groups(self._pending, self.claimer)
+        self._pending = []
+        return version
