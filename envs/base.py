@@ -96,10 +96,14 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
     Class attributes:
         noop_action: the action of an agent that does nothing useful (used by the no-op
             policy and the contract test; it must earn reward 0).
+        artifacts_kwarg: the constructor keyword that takes a folder for pictures a person
+            would look at (screenshots, renders), or None; `gymfleet rollout --artifacts-dir`
+            fills it in.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     noop_action: ClassVar[str] = ""
+    artifacts_kwarg: ClassVar[str | None] = None
 
     observation_space: TextSpace = TextSpace()
     action_space: TextSpace = TextSpace()

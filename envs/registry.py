@@ -12,6 +12,7 @@ registers its own by declaring, in its ``pyproject.toml``::
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.metadata
 import logging
 from typing import Any
@@ -134,6 +135,25 @@ def make(env_id: str, **kwargs: Any) -> gymnasium.Env[str, str]:
             f"Third-party envs register through the {ENTRY_POINT_GROUP!r} entry-point group."
         )
     return gymnasium.make(env_id, **kwargs)
+
+
+def env_class(env_id: str) -> type[AgentEnv]:
+    """The :class:`AgentEnv` subclass registered as ``env_id``, without making an instance.
+
+    Raises:
+        UnknownEnvError: as :func:`make`.
+        TypeError: the id is registered but is not an AgentEnv.
+    """
+    load_plugins()
+    if env_id not in gymnasium.registry:
+        make(env_id)  # raises UnknownEnvError with the known ids
+    entry_point = gymnasium.registry[env_id].entry_point
+    if isinstance(entry_point, str):
+        module_name, _, attr = entry_point.partition(":")
+        entry_point = getattr(importlib.import_module(module_name), attr)
+    if not (isinstance(entry_point, type) and issubclass(entry_point, AgentEnv)):
+        raise TypeError(f"{env_id} is registered as {entry_point!r}, not a gymfleet AgentEnv")
+    return entry_point
 
 
 def make_agent_env(env_id: str, **kwargs: Any) -> AgentEnv:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.envs.episode import Episode, run_episode
-from gymfleet.envs.registry import list_envs, make_agent_env
+from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
 console = Console()
@@ -43,9 +43,15 @@ def rollout(
     env_arg: Annotated[
         list[str] | None, typer.Option("--env-arg", help="KEY=VALUE passed to the env (repeatable).")
     ] = None,
+    artifacts_dir: Annotated[
+        str, typer.Option(help="Folder for the PNGs of envs that make pictures (screenshots, renders).")
+    ] = "runs/rollouts",
 ) -> None:
     """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
     kwargs = dict(item.split("=", 1) for item in (env_arg or []))
+    kwarg = env_class(env).artifacts_kwarg
+    if kwarg:
+        kwargs.setdefault(kwarg, artifacts_dir)
     episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
     for ep in episodes:
         if json_out:

@@ -107,6 +107,7 @@ class BrowserEnv(AgentEnv):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     noop_action: ClassVar[str] = "noop()"
+    artifacts_kwarg: ClassVar[str | None] = "screenshots_dir"
 
     def __init__(self, host: BrowserHost | None = None, **kwargs: Any) -> None:
         super().__init__()
