@@ -39,7 +39,7 @@ class SlidesEnvConfig(BaseModel):
     briefs_dir: Path | None = None
     """Folder of ``<id>.yaml`` briefs and ``gold/<id>.html``; the shipped 20 by default."""
     runs_dir: Path = Path("runs/slides")
-    """PNGs go to ``<runs_dir>/<instance_id>-<rollout_id>/slide-NN.png`` (the submitted deck,
+    """(``gymfleet rollout --artifacts-dir`` sets it.) PNGs go to ``<runs_dir>/<instance_id>-<rollout_id>/slide-NN.png`` (the submitted deck,
     next to the submitted ``deck.html``) and to ``render-KK/`` under it (each ``render``)."""
     run_id: str = "adhoc"
     """Label put on every sandbox, so that a run's leftovers can be reaped."""
@@ -103,6 +103,7 @@ class SlidesEnv(AgentEnv):
     """
 
     noop_action = "submit"
+    artifacts_kwarg = "runs_dir"
 
     def __init__(self, sandbox: str | SandboxBackend = "auto", renderer: DeckRenderer | None = None,
                  **kwargs: Any) -> None:

@@ -83,7 +83,7 @@ def test_cli_rollout_gold_leaves_pngs(bwrap_available, chromium_path, tmp_path) 
     runs = tmp_path / "runs"
     result = CliRunner().invoke(app, [
         "rollout", "--env", "gymfleet/Slides-v0", "--policy", "gold", "--instance", "river-cleanup",
-        "--env-arg", "sandbox=local", "--env-arg", f"runs_dir={runs}", "--env-arg", f"chromium={chromium_path}",
+        "--env-arg", "sandbox=local", "--artifacts-dir", str(runs), "--env-arg", f"chromium={chromium_path}",
     ])
     assert result.exit_code == 0, result.output
     assert "reward 1" in result.output
