@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 """Host folders (or symlinks) visible read-only inside every sandbox."""
+TMPFS_DIRS = ("/tmp",)
+"""Folders each sandbox gets a private tmpfs on."""
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CTL_MOUNT = "/.gymfleet"
 """Where the sandbox sees its control folder (agent script, output files, file transfers)."""
@@ -150,6 +152,7 @@ class LocalBackend:
             tmp_dir=self.config.tmp_dir,
             python=self._python(isolated),
             bwrap_prefix=self._bwrap_prefix() if isolated else [],
+            tmpfs_binds=self._tmpfs_binds() if isolated else [],
             uid_range=(self.config.first_uid, self.config.n_uids) if lend_uids else None,
             uid_lock_dir=self._uid_lock_dir(),
             path_env=path_env,
@@ -187,13 +190,12 @@ class LocalBackend:
         args += ["--dev", "/dev", "--proc", "/proc", "--perms", "01777", "--dir", "/root",
                  "--perms", "01777", "--dir", "/var/tmp"]
         made = {"/", "/root", "/var", "/var/tmp"}
-        for path in self._ro_binds():
-            for parent in reversed(Path(path).parents):
-                if str(parent) not in made and not _under(str(parent), SYSTEM_DIRS):
-                    args += ["--perms", "0755", "--dir", str(parent)]
-                    made.add(str(parent))
-            args += ["--ro-bind", path, path]
-        return args
+        return args + _ro_bind_args([p for p in self._ro_binds() if not _under(p, TMPFS_DIRS)], made)
+
+    def _tmpfs_binds(self) -> list[str]:
+        """Read-only binds of host folders under /tmp (a checkout or virtual env there): they
+        must come after the sandbox's own tmpfs on /tmp, or it would hide them."""
+        return _ro_bind_args([p for p in self._ro_binds() if _under(p, TMPFS_DIRS)], {"/", "/tmp"})
 
     def _ro_binds(self) -> list[str]:
         binds = [os.path.abspath(path) for path in self.config.ro_binds]
@@ -229,3 +231,15 @@ class LocalBackend:
 def _under(path: str, folders: tuple[str, ...]) -> bool:
     real = os.path.realpath(path)
     return any(real == f or real.startswith(f + os.sep) for f in map(os.path.realpath, folders))
+
+
+def _ro_bind_args(paths: list[str], made: set[str]) -> list[str]:
+    """bwrap options binding each host path read-only at the same place, parents created."""
+    args: list[str] = []
+    for path in paths:
+        for parent in reversed(Path(path).parents):
+            if str(parent) not in made and not _under(str(parent), SYSTEM_DIRS):
+                args += ["--perms", "0755", "--dir", str(parent)]
+                made.add(str(parent))
+        args += ["--ro-bind", path, path]
+    return args

@@ -62,6 +62,8 @@ class Launch:
     tmp_dir: str | None
     python: str
     bwrap_prefix: list[str]
+    tmpfs_binds: list[str]
+    """Binds that must follow the sandbox's tmpfs on /tmp (host folders under /tmp)."""
     uid_range: tuple[int, int] | None
     """(first uid, how many) to lend one from, when gymfleet runs as root; else None."""
     uid_lock_dir: Path
@@ -323,7 +325,7 @@ class LocalSandbox:
             args += ["--ro-bind", str(self._host_dir / "passwd"), "/etc/passwd",
                      "--ro-bind", str(self._host_dir / "group"), "/etc/group"]
         return args + [
-            "--perms", "01777", "--size", tmp_size, "--tmpfs", "/tmp",
+            "--perms", "01777", "--size", tmp_size, "--tmpfs", "/tmp", *self._launch.tmpfs_binds,
             "--bind", str(self._host_dir / "work"), self.spec.workdir,
             "--bind", str(self._host_dir / "ctl"), self._launch.ctl_mount,
             "--chdir", self.spec.workdir,
