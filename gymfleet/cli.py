@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from gymfleet.cli_collect import collect_command
 from gymfleet.cli_envs import envs_app, rollout
+from gymfleet.cli_runs import runs_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.add_typer(envs_app, name="envs")
 app.command("rollout")(rollout)
+app.command("collect")(collect_command)
+app.add_typer(runs_app, name="runs")
 
 if __name__ == "__main__":
     app()
