@@ -29,7 +29,7 @@ from gymfleet.orchestrator.workload import TaskWork
 
 log = logging.getLogger(__name__)
 
-STALENESS_POLL_S = 0.5
+STALENESS_POLL_S = 0.1
 
 
 @dataclass
@@ -147,14 +147,17 @@ class Scheduler:
     async def _admit_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()
-            if self.stats.in_flight >= self.config.max_in_flight:
-                await self._wake.wait()
-                continue
             if self._stale():
                 self.stats.paused = "staleness"
                 await self._wait(STALENESS_POLL_S)
                 continue
             self.stats.paused = ""
+            if self.stats.in_flight >= self.config.max_in_flight:
+                if self.config.max_staleness is None:
+                    await self._wake.wait()
+                else:  # a newly published adapter wakes no one: look again soon
+                    await self._wait(STALENESS_POLL_S)
+                continue
             t0 = time.perf_counter()
             name = self.mix.pick(n for n, w in self.work.items() if w.eligible())
             if name is None:

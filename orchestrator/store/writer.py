@@ -38,11 +38,13 @@ class BatchWriter:
     Args:
         engine: the store engine.
         max_batch: most operations per transaction.
+        linger_s: seconds to wait after the first queued operation for more to batch with it.
     """
 
-    def __init__(self, engine: AsyncEngine, *, max_batch: int = 256) -> None:
+    def __init__(self, engine: AsyncEngine, *, max_batch: int = 256, linger_s: float = 0.02) -> None:
         self.engine = engine
         self.max_batch = max_batch
+        self.linger_s = linger_s
         self.queue: asyncio.Queue[WriteOp | None] = asyncio.Queue()
         self.n_written = 0
         self.n_failed = 0
@@ -81,8 +83,11 @@ class BatchWriter:
 
     async def _run(self) -> None:
         while True:
-            first = await self.queue.get()
-            batch = [first]
+            batch = [await self.queue.get()]
+            if batch[0] is not None and self.linger_s > 0:
+                # Gather what arrives meanwhile: each database round trip goes through the
+                # driver's thread, so fewer, larger transactions keep the event loop responsive.
+                await asyncio.sleep(self.linger_s)
             while len(batch) < self.max_batch and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
             ops = [op for op in batch if op is not None]

@@ -155,7 +155,21 @@ class NeverEndsEnv(SlowEchoEnv):
         return "keep going", 0.0, False, False, {}
 
 
+class CoinEnv(SlowEchoEnv):
+    """Reward 1 with probability ``p_solve`` whatever the agent says (groups disagree)."""
+
+    def __init__(self, p_solve: float = 0.5, seed: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.p_solve = p_solve
+        self.rng = np.random.default_rng(seed + SlowEchoEnv.open_envs)
+
+    async def step_async(self, action: str):
+        await asyncio.sleep(self.step_delay_s)
+        return "done", float(self.rng.random() < self.p_solve), True, False, {}
+
+
 ENVS = {
+    "gymfleet-test/Coin-v0": CoinEnv,
     "gymfleet-test/SlowEcho-v0": SlowEchoEnv,
     "gymfleet-test/BrokenSandbox-v0": BrokenSandboxEnv,
     "gymfleet-test/Buggy-v0": BuggyEnv,
