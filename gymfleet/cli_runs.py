@@ -11,7 +11,7 @@ from typing import Annotated, TypeVar
 import typer
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from gymfleet.orchestrator.records import RolloutStatus
@@ -61,7 +61,8 @@ def _with_store(url: str, fn: Callable[[TrajectoryStore], Awaitable[T]]) -> T:
 @runs_app.command("list")
 def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> None:
     """Lists runs with their status and per-status trajectory counts."""
-    table = Table("run", "status", "started", "starts", "groups done", "trajectories", "by status", "reward")
+    table = Table(Column("run", overflow="fold"), "status", "started", "starts", "groups done", "trajectories",
+                  Column("by status", overflow="fold"), "reward")
     for url in _stores(store, runs_dir):
         for run in _with_store(url, lambda s: s.list_runs()):
             rewards = [t.mean_reward_ok for t in run.tasks if t.mean_reward_ok is not None]
@@ -109,7 +110,8 @@ def show(
 
 
 def _summary_table(run: RunSummary) -> Table:
-    table = Table("task", "env", "trajectories", "by status", "mean reward (ok+truncated)",
+    table = Table(Column("task", overflow="fold"), Column("env", overflow="fold"), "trajectories",
+                  Column("by status", overflow="fold"), "mean reward (ok+truncated)",
                   title=f"run {run.run_id}: {run.status}, groups {run.n_groups_complete}/{run.n_groups} "
                         f"complete, started {run.n_starts}x", title_justify="left")
     for t in run.tasks:
