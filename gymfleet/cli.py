@@ -5,10 +5,12 @@ from __future__ import annotations
 import typer
 
 from gymfleet.cli_envs import envs_app, rollout
+from gymfleet.cli_serve import serve
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.add_typer(envs_app, name="envs")
 app.command("rollout")(rollout)
+app.command("serve")(serve)
 
 if __name__ == "__main__":
     app()
