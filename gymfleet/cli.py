@@ -7,12 +7,14 @@ import typer
 from gymfleet.cli_collect import collect_command
 from gymfleet.cli_envs import envs_app, rollout
 from gymfleet.cli_runs import runs_app
+from gymfleet.cli_serve import serve
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.add_typer(envs_app, name="envs")
 app.command("rollout")(rollout)
 app.command("collect")(collect_command)
 app.add_typer(runs_app, name="runs")
+app.command("serve")(serve)
 
 if __name__ == "__main__":
     app()
