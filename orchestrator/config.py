@@ -69,18 +69,22 @@ class PolicyConfig(_Strict):
     """The policy the rollouts talk to: a gateway over one or more engines."""
 
     kind: str = "embedded"
-    """Builder name (``embedded``: the in-process TransformersEngine; ``import``: ``factory``)."""
+    """Builder name: ``embedded`` (the TITO gateway over ``engines``), ``import`` (``factory``)."""
     factory: str | None = None
     """``module:callable`` returning a PolicyGateway (or an async context manager of one);
     called with ``options`` as keyword arguments. Used when ``kind: import``."""
     model: str | None = None
     """Model name or path; None: the embedded SmolLM2-135M-Instruct."""
     engines: list[dict[str, Any]] = Field(default_factory=list)
-    """Engine replicas, e.g. ``[{kind: vllm, url: http://host:8000}]``; empty: one embedded engine."""
+    """Engine replicas behind the router: ``{kind: transformers, max_batch_size: 16, ...}``
+    (TransformersEngineConfig fields) or ``{kind: vllm, base_url: http://host:8000, model: NAME}``
+    (VLLMEngineConfig fields); empty: one in-process TransformersEngine."""
     adapter: str | None = None
-    """Adapter to sample from (None: the newest published, or the base model)."""
+    """A PEFT adapter folder to sample from (published as version ``options.adapter_version``,
+    default 1); None: the base model."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Builder-specific keyword arguments."""
+    """Builder-specific settings: ``router`` (RouterConfig fields), ``adapter_version``; for
+    ``kind: import``, the factory's keyword arguments."""
 
 
 class AutoMixConfig(_Strict):

@@ -9,6 +9,7 @@ what happened                          status
 env terminated the episode             ok
 env truncated it, turn or time limit   truncated
 PolicyError from the gateway           policy_error
+ContextLengthError (context full)      truncated
 sandbox failure (SandboxError)         infra_error
 engine failure (any gateway error)     infra_error
 any other env exception (an env bug)   env_error
@@ -29,6 +30,7 @@ from typing import Any
 
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import SandboxError
+from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
 from gymfleet.orchestrator.records import Message, RolloutStatus, SamplingParams, Trajectory
@@ -75,11 +77,20 @@ def classify_env_error(exc: Exception, phase: str) -> _Failure:
     return _Failure(status, f"env {phase} failed: {_describe(exc)}")
 
 
+POLICY_FAILURES: dict[type[Exception], tuple[RolloutStatus, str]] = {
+    ContextLengthError: (RolloutStatus.truncated, "context window full"),
+    PolicyError: (RolloutStatus.policy_error, "policy"),
+}
+"""Gateway exceptions that are not infrastructure failures (first matching class wins)."""
+
+
 def classify_policy_error(exc: Exception) -> _Failure:
-    """PolicyError is the policy's fault; any other gateway/engine error is infrastructure."""
-    if isinstance(exc, PolicyError):
-        return _Failure(RolloutStatus.policy_error, f"policy: {_describe(exc)}")
-    kind = "engine" if isinstance(exc, EngineError) else "gateway"
+    """The policy's own failures map through POLICY_FAILURES; any other gateway/engine error
+    (replica down, timeout, unknown adapter, ...) is infrastructure."""
+    for cls, (status, label) in POLICY_FAILURES.items():
+        if isinstance(exc, cls):
+            return _Failure(status, f"{label}: {_describe(exc)}")
+    kind = "engine" if isinstance(exc, EngineError | InferenceError) else "gateway"
     return _Failure(RolloutStatus.infra_error, f"{kind} failed: {_describe(exc)}")
 
 

@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from gymfleet.orchestrator.engines.errors import ContextLengthError, NoReplicaError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.records import RolloutStatus
 from gymfleet.orchestrator.rollout import Rollout, RolloutRequest
@@ -51,9 +52,13 @@ async def test_ok_rollout_is_token_exact_and_readable() -> None:
         (BuggyEnv, None, {}, RolloutStatus.env_error, "grader crashed"),
         (SlowEchoEnv, ScriptedGateway(error=EngineError("replica down")), {}, RolloutStatus.infra_error, "engine failed"),
         (SlowEchoEnv, ScriptedGateway(error=RuntimeError("bug")), {}, RolloutStatus.infra_error, "gateway failed"),
-        (SlowEchoEnv, ScriptedGateway(error=PolicyError("context full")), {}, RolloutStatus.policy_error, "context full"),
+        (SlowEchoEnv, ScriptedGateway(error=PolicyError("refused")), {}, RolloutStatus.policy_error, "refused"),
+        (SlowEchoEnv, ScriptedGateway(error=ContextLengthError("2049 > 2048")), {}, RolloutStatus.truncated,
+         "context window full"),
+        (SlowEchoEnv, ScriptedGateway(error=NoReplicaError("all dead")), {}, RolloutStatus.infra_error, "engine failed"),
     ],
-    ids=["turn-limit", "turn-timeout", "rollout-timeout", "sandbox", "env-bug", "engine", "gateway", "policy"],
+    ids=["turn-limit", "turn-timeout", "rollout-timeout", "sandbox", "env-bug", "engine", "gateway", "policy",
+         "context", "no-replica"],
 )
 async def test_failures_are_classified(env_cls, gateway, limits, status, reason) -> None:
     traj = await play(env_cls, gateway, {"step_delay_s": 0.001}, **limits)
