@@ -1,7 +1,8 @@
 """The store's batched writer: one background task drains a queue of write operations.
 
-Operations run in the order they were queued. Each batch is one database transaction, and each
-operation in it runs inside its own SAVEPOINT: a rollout lands whole or not at all, and one
+Operations run in the order they were queued. Each batch is one database transaction. A batch
+first runs inside one SAVEPOINT; if any operation fails, that savepoint is rolled back and the
+batch replayed with one SAVEPOINT per operation: a rollout lands whole or not at all, and one
 failing rollout never takes the others of its batch down with it.
 """
 
@@ -121,6 +122,15 @@ class BatchWriter:
     async def _transaction(self, ops: list[WriteOp]) -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
         async with self.engine.begin() as conn:
+            if len(ops) > 1:
+                # Optimistic: the whole batch in one savepoint (two round trips instead of two
+                # per operation). If anything fails, that savepoint is rolled back and the batch
+                # is replayed one savepoint per operation, so only the failing one is lost.
+                try:
+                    async with conn.begin_nested():
+                        return [(True, await op.apply(conn)) for op in ops]
+                except Exception:
+                    log.info("store batch of %d had a failing write; isolating it", len(ops))
             for op in ops:
                 try:
                     async with conn.begin_nested():
