@@ -27,7 +27,9 @@ ENTRY_POINT_GROUP = "gymfleet.envs"
 NAMESPACE = "gymfleet"
 
 # (env id, "module:Class", max_episode_steps or None, kwargs). Env families add their line here.
-BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = []
+BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
+    ("gymfleet/Terminal-v0", "gymfleet.envs.terminal:TerminalEnv", None, {}),
+]
 
 
 def register_builtin_envs() -> None:

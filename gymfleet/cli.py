@@ -8,6 +8,8 @@ from gymfleet.cli_collect import collect_command
 from gymfleet.cli_envs import envs_app, rollout
 from gymfleet.cli_runs import runs_app
 from gymfleet.cli_serve import serve
+from gymfleet.cli_images import images_app
+from gymfleet.cli_sandbox import sandbox_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.add_typer(envs_app, name="envs")
@@ -15,6 +17,8 @@ app.command("rollout")(rollout)
 app.command("collect")(collect_command)
 app.add_typer(runs_app, name="runs")
 app.command("serve")(serve)
+app.add_typer(images_app, name="images")
+app.add_typer(sandbox_app, name="sandbox")
 
 if __name__ == "__main__":
     app()

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gymfleet.envs.base import ConstantPolicy, Policy
+from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.envs.episode import Episode, run_episode
 from gymfleet.envs.registry import list_envs, make_agent_env
 
@@ -64,8 +64,7 @@ async def _rollouts(
         episodes = []
         for i in range(n):
             instance_id = ids[i % len(ids)]
-            await env.reset_async(options={"instance_id": instance_id})
-            policy: Policy = env.gold_policy() if policy_name is PolicyName.gold else ConstantPolicy(
+            policy: Policy = _GoldOfEpisode(env) if policy_name is PolicyName.gold else ConstantPolicy(
                 env.noop_action
             )
             episodes.append(
@@ -74,6 +73,19 @@ async def _rollouts(
         return episodes
     finally:
         await env.close_async()
+
+
+class _GoldOfEpisode:
+    """The env's gold policy for the episode run_episode has just reset (no second reset)."""
+
+    def __init__(self, env: AgentEnv) -> None:
+        self.env = env
+        self.inner: Policy | None = None
+
+    async def act(self, observation: str) -> str:
+        if self.inner is None:
+            self.inner = self.env.gold_policy()
+        return await self.inner.act(observation)
 
 
 def _episode_json(ep: Episode) -> dict:

@@ -4,7 +4,7 @@
 # Writes scripts/services.env with the variables the tests read.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pkgs=(docker.io bubblewrap chromium postgresql debootstrap fonts-dejavu-core git make gcc sqlite3)
+pkgs=(docker.io bubblewrap chromium postgresql debootstrap fonts-dejavu-core git make gcc sqlite3 python3 procps)
 need=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then

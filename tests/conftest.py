@@ -65,3 +65,11 @@ def bwrap_available() -> bool:
     ).returncode == 0
     require(ok, "bubblewrap", "apt-get install bubblewrap (make services)")
     return ok
+
+
+@pytest.fixture(scope="session")
+def terminal_image(docker_available: bool) -> str:
+    """Tag of the terminal task image (images/terminal), built once per test session if missing."""
+    from gymfleet.envs.images import ensure_image
+
+    return ensure_image("terminal")

@@ -1,0 +1,64 @@
+"""Single files into and out of a container, as the one-member tar archives Docker's copy API
+speaks (``put_archive`` / ``get_archive``: no process runs in the container)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+import time
+from collections.abc import Iterator
+
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from gymfleet.envs.errors import SandboxFileError, SandboxUnavailableError
+
+
+def file_archive(path: str, data: bytes, mode: int) -> bytes:
+    """A tar holding ``data`` at absolute ``path``, to extract at ``/``. It holds no folder
+    entries: Docker creates missing parents (0755) and leaves existing ones as they are."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(path.lstrip("/"))
+        info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def read_regular_file(container: Container, path: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file at absolute ``path`` in ``container``.
+
+    Raises:
+        SandboxFileError: ``path`` is a folder, not a regular file, or larger than ``max_bytes``.
+        docker.errors.NotFound: no such path.
+    """
+    stream, stat = container.get_archive(path)
+    if max_bytes is not None and int(stat.get("size", 0)) > max_bytes:
+        raise SandboxFileError(f"{path} in the sandbox has {stat['size']} bytes, more than {max_bytes} to read")
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+        member = tar.next()
+        if member is None or not member.isfile():
+            kind = "a folder" if member is not None and member.isdir() else "not a regular file"
+            raise SandboxFileError(f"{path} in the sandbox is {kind}")
+        extracted = tar.extractfile(member)
+        assert extracted is not None  # a regular file always has contents
+        return extracted.read()
+
+
+@contextlib.contextmanager
+def file_errors(verb: str, path: str) -> Iterator[None]:
+    """Turns SDK errors of one copy into :class:`SandboxFileError` naming the file."""
+    try:
+        yield
+    except SandboxFileError:
+        raise
+    except docker.errors.NotFound as exc:
+        raise SandboxFileError(f"could not {verb} {path} in the sandbox: no such file or folder") from exc
+    except docker.errors.DockerException as exc:  # before RequestException: APIError is both
+        raise SandboxFileError(f"could not {verb} {path} in the sandbox: {exc}") from exc
+    except requests.exceptions.RequestException as exc:
+        raise SandboxUnavailableError(
+            f"Docker daemon stopped answering ({exc}): restart it (`make services`) or pass --sandbox local"
+        ) from exc

@@ -1,0 +1,160 @@
+"""Grading a terminal task: hidden tests copied in after the agent, a result file read back.
+
+The tests go to a fresh folder with a random name, created only once the agent has finished,
+and run in a clean bash (the agent's shell state is not sourced). ``tests/run.sh`` must write
+``$GYMFLEET_RESULT_FILE`` (a random name inside that folder) echoing ``$GYMFLEET_NONCE``, so a
+result file the agent prepared anywhere beforehand is never read. The terminal's text is never
+parsed. Reward is 1 only when the file lists at least one test and every test passed; a
+skipped test is not a passed test. This guards against files prepared in advance, not against
+a live adversarial process left running in the same sandbox (that needs a fresh-sandbox grader).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from gymfleet.envs.errors import SandboxFileError
+from gymfleet.envs.sandbox.base import Sandbox
+from gymfleet.envs.terminal.task import Task
+
+TESTLIB_NAME = "gymfleet_testlib.py"
+TESTLIB_SOURCE = Path(__file__).resolve().parent / "testlib.py"
+
+
+class TestStatus(str, Enum):
+    """The status of one hidden test."""
+
+    passed = "passed"
+    failed = "failed"
+    skipped = "skipped"
+    error = "error"
+
+
+class TestResult(BaseModel):
+    """One test's line in the result file."""
+
+    name: str
+    status: TestStatus
+    message: str = ""
+
+
+class ResultFile(BaseModel):
+    """The JSON ``tests/run.sh`` writes to ``$GYMFLEET_RESULT_FILE``."""
+
+    nonce: str
+    """Must equal ``$GYMFLEET_NONCE`` of this grading run."""
+    tests: list[TestResult]
+    """Every test that ran, with its status."""
+
+
+@dataclass
+class GradeReport:
+    """What grading found.
+
+    Attributes:
+        reward: 1.0 when every test passed (and at least one ran), else 0.0.
+        tests: per-test results, empty on a grading error.
+        error: why grading itself failed (no/malformed result file, timeout), else None.
+        exit_code: ``tests/run.sh``'s exit status (informative only; the result file decides).
+        output_tail: the end of the tests' stdout and stderr, for people.
+        duration_s: seconds spent grading.
+        folder: where the tests ran in the sandbox.
+    """
+
+    reward: float = 0.0
+    tests: list[TestResult] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int | None = None
+    output_tail: str = ""
+    duration_s: float = 0.0
+    folder: str = ""
+
+    def as_info(self) -> dict[str, object]:
+        """The report as plain data for ``info``."""
+        return {
+            "reward": self.reward,
+            "tests": {t.name: t.status.value for t in self.tests},
+            "failures": {t.name: t.message for t in self.tests if t.status is not TestStatus.passed},
+            "error": self.error,
+            "exit_code": self.exit_code,
+            "output_tail": self.output_tail,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+def score(result: ResultFile) -> float:
+    """1.0 when at least one test ran and every test passed; skipped counts as not passed."""
+    return float(bool(result.tests) and all(t.status is TestStatus.passed for t in result.tests))
+
+
+async def grade(sandbox: Sandbox, task: Task, scratch_dir: str) -> GradeReport:
+    """Copies ``task``'s hidden tests into ``sandbox``, runs them, and reads their result file.
+
+    Args:
+        sandbox: the sandbox the agent worked in, after the agent finished.
+        task: the task whose ``tests/`` to run.
+        scratch_dir: the env's folder in the sandbox; the tests go to a fresh random folder in it.
+
+    Raises:
+        SandboxError: the sandbox failed (infrastructure). Test failures and bad result files
+            are not raised: they give reward 0 and ``error`` says why.
+    """
+    start = time.monotonic()
+    folder = f"{scratch_dir}/tests-{uuid.uuid4().hex}"
+    nonce = uuid.uuid4().hex
+    result_name = f"result-{uuid.uuid4().hex}.json"
+    await _copy_tests(sandbox, task, folder)
+    command = (  # absolute paths for the tests, whatever folder they change to
+        f'export GYMFLEET_TEST_DIR="$(cd {folder} && pwd)" && '
+        f'export GYMFLEET_RESULT_FILE="$GYMFLEET_TEST_DIR/{result_name}" && '
+        'bash "$GYMFLEET_TEST_DIR/run.sh"'
+    )
+    run = await sandbox.exec(command, timeout_s=task.config.test_timeout_s, env={"GYMFLEET_NONCE": nonce})
+    report = GradeReport(exit_code=run.exit_code, output_tail=(run.stdout + run.stderr)[-4000:], folder=folder)
+    if run.timed_out:
+        report.error = f"tests timed out after {task.config.test_timeout_s:g} s"
+    else:
+        _read_result(report, await _fetch(sandbox, f"{folder}/{result_name}"), nonce)
+    report.duration_s = time.monotonic() - start
+    return report
+
+
+async def _copy_tests(sandbox: Sandbox, task: Task, folder: str) -> None:
+    for path in sorted(task.tests_dir.rglob("*")):
+        if path.is_file():
+            mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            await sandbox.put_file(f"{folder}/{path.relative_to(task.tests_dir).as_posix()}", path.read_bytes(), mode)
+    await sandbox.put_file(f"{folder}/{TESTLIB_NAME}", TESTLIB_SOURCE.read_bytes(), 0o644)
+
+
+async def _fetch(sandbox: Sandbox, path: str) -> bytes | None:
+    try:
+        return await sandbox.get_file(path)
+    except SandboxFileError:
+        return None
+
+
+def _read_result(report: GradeReport, data: bytes | None, nonce: str) -> None:
+    if data is None:
+        report.error = "tests/run.sh wrote no result file ($GYMFLEET_RESULT_FILE)"
+        return
+    try:
+        result = ResultFile.model_validate(json.loads(data))
+    except (ValueError, ValidationError) as exc:
+        report.error = f"malformed result file: {str(exc)[:500]}"
+        return
+    if result.nonce != nonce:
+        report.error = "result file does not carry this grading run's nonce"
+        return
+    if not result.tests:
+        report.error = "result file lists no tests"
+        return
+    report.tests = result.tests
+    report.reward = score(result)

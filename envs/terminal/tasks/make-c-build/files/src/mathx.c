@@ -1,0 +1,5 @@
+#include "mathx.h"
+
+long add(long a, long b) { return a + b; }
+
+long mul(long a, long b) { return a * b; }

@@ -1,0 +1,144 @@
+"""The sandbox pool: reuse, reset between users, bounds, concurrency; fake and real backends."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from gymfleet.envs.errors import SandboxClosedError
+from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.local import LocalBackend
+from gymfleet.envs.sandbox.local_state import marked_pids
+from gymfleet.envs.sandbox.pool import PoolConfig, SandboxPool
+from tests.envs.sandbox.fakes import FakeBackend
+
+
+async def test_fake_backend_implements_the_protocols() -> None:
+    backend = FakeBackend()
+    assert isinstance(backend, SandboxBackend)
+    assert isinstance(backend.create(SandboxSpec()), Sandbox)
+
+
+async def test_release_resets_and_reuses() -> None:
+    backend = FakeBackend()
+    async with SandboxPool(backend) as pool:
+        async with pool.acquire(SandboxSpec()) as first:
+            await first.exec("touch left-behind")
+            await first.exec("daemon")
+        async with pool.acquire(SandboxSpec()) as second:
+            assert second is first
+            assert (await second.exec("ls")).stdout == "" and second.processes == 0
+        async with pool.acquire(SandboxSpec(network=True)) as other:
+            assert other is not first
+        assert (pool.created, pool.reused, pool.idle_count()) == (2, 1, 2)
+    assert all(sb.closed for sb in backend.made)
+
+
+async def test_unhealthy_and_expiring_sandboxes_are_discarded() -> None:
+    backend = FakeBackend()
+    async with SandboxPool(backend) as pool:
+        async with pool.acquire(SandboxSpec()) as broken:
+            broken.broken = True
+        assert broken.closed and pool.idle_count() == 0
+        soon = SandboxLabels(expires_at=time.time() + 5)
+        async with pool.acquire(SandboxSpec(), soon) as expiring:
+            pass
+        assert expiring.closed and pool.idle_count() == 0
+        pool.config.max_uses = 2
+        async with pool.acquire(SandboxSpec()) as once:
+            pass
+        async with pool.acquire(SandboxSpec()) as twice:
+            assert twice is once
+        assert once.closed and pool.idle_count() == 0
+
+
+async def test_concurrent_acquires_are_bounded() -> None:
+    backend = FakeBackend()
+    spec = SandboxSpec()
+    async with SandboxPool(backend, PoolConfig(max_idle_per_key=3)) as pool:
+        async def use() -> int:
+            async with pool.acquire(spec) as sb:
+                await asyncio.sleep(0.01)
+                return id(sb)
+
+        assert len(set(await asyncio.gather(*(use() for _ in range(8))))) == 8
+        assert pool.idle_count(spec) == 3 and sum(sb.closed for sb in backend.made) == 5
+        await asyncio.gather(*(use() for _ in range(3)))
+        assert pool.created == 8 and pool.reused == 3
+    with pytest.raises(SandboxClosedError):
+        async with pool.acquire(spec):
+            pass
+
+
+async def test_prewarm_and_close_releases_everything() -> None:
+    backend = FakeBackend()
+    pool = SandboxPool(backend, PoolConfig(max_idle_per_key=2))
+    await pool.prewarm(SandboxSpec(), 5)
+    assert pool.idle_count() == 2 and all(sb.started for sb in backend.made)
+    async with pool.acquire(SandboxSpec()) as busy:
+        await pool.close()
+        await pool.close()
+        assert not busy.closed
+    assert all(sb.closed for sb in backend.made)
+
+
+@pytest.mark.bwrap
+async def test_pool_with_local_sandboxes(local_backend: LocalBackend) -> None:
+    spec = SandboxSpec()
+    async with SandboxPool(local_backend, PoolConfig(max_idle_per_key=2)) as pool:
+        async with pool.acquire(spec) as first:
+            await first.exec("echo x > left.txt; echo y > /tmp/t.txt; sleep 1000 &")
+        async with pool.acquire(spec) as second:
+            assert second is first
+            assert (await second.exec("ls -A; ls -A /tmp")).stdout == ""
+            assert "sleep" not in (await second.exec("ps -eo comm=")).stdout
+
+        async def use(i: int) -> str:
+            async with pool.acquire(spec) as sb:
+                return (await sb.exec(f"echo {i} > f; cat f; ls | wc -l")).stdout
+
+        outputs = await asyncio.gather(*(use(i) for i in range(4)))
+        assert outputs == [f"{i}\n1\n" for i in range(4)]
+        assert pool.idle_count(spec) == 2 and pool.created == 4
+        warm = [slot.sandbox for slot in pool._idle[spec.pool_key()]]
+    assert all(marked_pids(sb.sandbox_id) == [] for sb in warm)
+
+
+class _WithoutReset:
+    """A real sandbox seen through the plain Sandbox protocol (no ``reset``)."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self._inner = inner
+        self.spec, self.labels = inner.spec, inner.labels
+        self.isolated = inner.isolated
+        self.start, self.exec, self.close = inner.start, inner.exec, inner.close
+        self.put_file, self.get_file = inner.put_file, inner.get_file
+
+
+class _PlainBackend:
+    name = "plain"
+
+    def __init__(self, inner: SandboxBackend) -> None:
+        self._inner = inner
+
+    def available(self) -> bool:
+        return self._inner.available()
+
+    def create(self, spec: SandboxSpec, labels: SandboxLabels | None = None) -> _WithoutReset:
+        return _WithoutReset(self._inner.create(spec, labels))
+
+    async def gc(self, *, run_id: str | None = None, expired_only: bool = True) -> int:
+        return await self._inner.gc(run_id=run_id, expired_only=expired_only)
+
+
+@pytest.mark.bwrap
+async def test_generic_reset_script_on_a_real_sandbox(local_backend: LocalBackend) -> None:
+    async with SandboxPool(_PlainBackend(local_backend)) as pool:
+        async with pool.acquire(SandboxSpec()) as first:
+            await first.exec("touch .hidden visible /tmp/t; mkdir d; sleep 1000 &")
+        async with pool.acquire(SandboxSpec()) as second:
+            assert second is first
+            assert (await second.exec("ls -A; ls -A /tmp")).stdout == ""
+            assert "sleep" not in (await second.exec("ps -eo comm=")).stdout
