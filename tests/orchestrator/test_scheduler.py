@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.records import RolloutStatus
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
@@ -174,3 +175,37 @@ async def test_finish_mode_lets_in_flight_rollouts_end(tmp_path: Path, sqlite_st
     scheduler.request_stop()
     outcome = await runner
     assert outcome.by_status == {"ok": 3}
+
+
+async def test_weights_edited_in_the_config_file_apply_live(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
+    import yaml
+
+    from gymfleet.orchestrator.collect import ConfigWatcher
+    from gymfleet.orchestrator.config import load_run_config
+
+    path = tmp_path / "r1.yaml"
+    data = run_config(tmp_path, [task("a", passes=None), task("b", passes=None)]).model_dump(mode="json")
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_run_config(path)
+    watcher = ConfigWatcher(path, [])
+    assert watcher() is None  # unchanged
+    scheduler = await make_scheduler(cfg, sqlite_store)
+    scheduler.reload_config = watcher
+    metrics = MetricsWriter(tmp_path / "metrics.jsonl").__enter__()
+    scheduler.metrics = metrics
+    runner = asyncio.create_task(scheduler.run())
+    while scheduler.stats.completed < 30:
+        await asyncio.sleep(0.01)
+    data["tasks"][1]["weight"] = 0.0
+    path.write_text(yaml.safe_dump(data))
+    while scheduler.mix.weights["b"] != 0.0:
+        await asyncio.sleep(0.05)
+    started_b = scheduler.stats.tasks["b"].completed + scheduler.stats.tasks["b"].in_flight
+    while scheduler.stats.completed < 80:
+        await asyncio.sleep(0.01)
+    scheduler.request_stop()
+    await runner
+    metrics.__exit__(None, None, None)
+    assert scheduler.stats.tasks["b"].completed == started_b
+    events = [line for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"weights"' in line]
+    assert any('"event": "weights"' in e for e in events)
