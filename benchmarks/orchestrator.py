@@ -203,7 +203,8 @@ async def scheduler_bench(in_flight: int, duration_s: float, warmup_s: float, wo
         scheduler = Scheduler(cfg, store, gateway, {t.name: make for t in cfg.tasks},
                               {t.name: LatencyEnv().instance_ids() for t in cfg.tasks})
         runner = asyncio.create_task(scheduler.run())
-        samples, peak_rss, start = [], rss_before, time.monotonic()
+        samples: list[int] = []
+        peak_rss, start = rss_before, time.monotonic()
         window_start_completed, window_start_overhead, window_start_decisions = 0, 0.0, 0
         while (elapsed := time.monotonic() - start) < duration_s:
             await asyncio.sleep(0.25)

@@ -32,23 +32,23 @@ class TaskConfig(_Strict):
     """Keyword arguments for the env constructor."""
     instances: list[str] | None = None
     """Instance ids to run, in order; None: every id the env lists (``instance_ids()``)."""
-    max_instances: int | None = Field(None, ge=1)
+    max_instances: int | None = Field(default=None, ge=1)
     """Keep only the first N instances."""
-    weight: float = Field(1.0, ge=0.0)
+    weight: float = Field(default=1.0, ge=0.0)
     """Share of completed rollouts, relative to the other tasks' weights (changeable live)."""
-    group_size: int = Field(4, ge=1)
+    group_size: int = Field(default=4, ge=1)
     """G, samples per instance (one GRPO group)."""
-    passes: int | None = Field(1, ge=1)
+    passes: int | None = Field(default=1, ge=1)
     """Times over the instance list; None: forever (training)."""
-    max_in_flight: int | None = Field(None, ge=1)
+    max_in_flight: int | None = Field(default=None, ge=1)
     """Per-task cap on concurrent rollouts (e.g. heavy sandboxes); None: only the global cap."""
-    max_turns: int = Field(30, ge=1)
+    max_turns: int = Field(default=30, ge=1)
     """Agent turns before the rollout is cut (status truncated)."""
-    turn_timeout_s: float = Field(300.0, gt=0)
+    turn_timeout_s: float = Field(default=300.0, gt=0)
     """Seconds one turn (generation and env step) may take before the rollout is truncated."""
-    rollout_timeout_s: float = Field(1800.0, gt=0)
+    rollout_timeout_s: float = Field(default=1800.0, gt=0)
     """Seconds a whole rollout (reset included) may take before it is truncated."""
-    max_attempts: int = Field(3, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
     """Attempts per sample when infrastructure fails (infra_error); then the failure is final."""
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     """Sampling settings of every turn."""
@@ -92,9 +92,9 @@ class AutoMixConfig(_Strict):
 
     enabled: bool = False
     """Shift share toward tasks with non-zero reward variance within groups."""
-    floor: float = Field(0.1, ge=0.0, le=1.0)
+    floor: float = Field(default=0.1, ge=0.0, le=1.0)
     """Each task keeps at least this fraction of its configured weight."""
-    window_groups: int = Field(32, ge=1)
+    window_groups: int = Field(default=32, ge=1)
     """Recent complete groups per task the estimate looks at."""
 
 
@@ -103,7 +103,7 @@ class ShutdownConfig(_Strict):
 
     mode: Literal["finish", "abort"] = "finish"
     """finish: let in-flight rollouts end (until the deadline); abort: cancel them at once."""
-    deadline_s: float = Field(60.0, ge=0.0)
+    deadline_s: float = Field(default=60.0, ge=0.0)
     """Seconds to wait for in-flight rollouts; the rest are aborted (sandboxes released)."""
 
 
@@ -114,18 +114,18 @@ class RunConfig(_Strict):
     """Names the run; starting a config with an existing run id resumes that run."""
     store: str = "runs/{run_id}/store.db"
     """Store URL (``sqlite:///``, a path, or ``postgresql://``); ``{run_id}`` is filled in."""
-    max_in_flight: int = Field(1024, ge=1)
+    max_in_flight: int = Field(default=1024, ge=1)
     """Global cap on concurrent rollouts."""
-    max_staleness: int | None = Field(None, ge=0)
+    max_staleness: int | None = Field(default=None, ge=0)
     """Stop admitting while the oldest in-flight rollout's policy version lags the newest
     published adapter by more than this; None: no bound."""
-    quarantine_after: int = Field(5, ge=1)
+    quarantine_after: int = Field(default=5, ge=1)
     """Consecutive infra_error rollouts of a task that quarantine it."""
     auto_mix: AutoMixConfig = Field(default_factory=AutoMixConfig)
     shutdown: ShutdownConfig = Field(default_factory=ShutdownConfig)
     metrics_path: str = "runs/{run_id}/metrics.jsonl"
     """Metrics snapshots, one JSON object a line; ``{run_id}`` is filled in."""
-    metrics_interval_s: float = Field(5.0, gt=0)
+    metrics_interval_s: float = Field(default=5.0, gt=0)
     """Seconds between metrics snapshots (and config re-reads for live weight changes)."""
     seed: int = 0
     """Base seed; each rollout's sampling seed derives from it and the rollout id."""
