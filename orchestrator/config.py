@@ -32,6 +32,8 @@ class TaskConfig(_Strict):
     """Keyword arguments for the env constructor."""
     instances: list[str] | None = None
     """Instance ids to run, in order; None: every id the env lists (``instance_ids()``)."""
+    instances_file: Path | None = None
+    """A text file of instance ids, one a line (``#`` comments); used when ``instances`` is None."""
     max_instances: int | None = Field(default=None, ge=1)
     """Keep only the first N instances."""
     weight: float = Field(default=1.0, ge=0.0)

@@ -34,8 +34,18 @@ def env_factory(task: TaskConfig) -> EnvFactory:
     return make
 
 
+def _read_ids(task: TaskConfig) -> list[str]:
+    assert task.instances_file is not None
+    try:
+        lines = task.instances_file.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"task {task.name}: cannot read instances_file {task.instances_file}: {exc}") from exc
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
 async def resolve_instances(task: TaskConfig, make: EnvFactory) -> list[str]:
-    """The instance ids ``task`` runs: its own list, or the env's, cut to ``max_instances``.
+    """The instance ids ``task`` runs: ``instances``, else ``instances_file``, else the env's
+    own list; cut to ``max_instances``.
 
     Raises:
         ConfigError: the env lists no instances, or the config names ones it does not have.
@@ -45,7 +55,12 @@ async def resolve_instances(task: TaskConfig, make: EnvFactory) -> list[str]:
         available = env.instance_ids()
     finally:
         await env.close_async()
-    ids = list(task.instances) if task.instances is not None else list(available)
+    if task.instances is not None:
+        ids = list(task.instances)
+    elif task.instances_file is not None:
+        ids = _read_ids(task)
+    else:
+        ids = list(available)
     unknown = [i for i in ids if i not in set(available)]
     if unknown:
         raise ConfigError(

@@ -166,8 +166,9 @@ class Rollout:
             action = await self.session.generate(self.request.sampling)
         except Exception as exc:
             raise classify_policy_error(exc) from exc
+        finally:  # counted even when the turn limit cuts the generation
+            self.timings["generation_s"] += time.monotonic() - t0
         t1 = time.monotonic()
-        self.timings["generation_s"] += t1 - t0
         self.messages.append(Message("assistant", action))
         try:
             obs, reward, terminated, truncated, info = await self.env.step_async(action)

@@ -43,3 +43,23 @@ def test_bad_configs_name_the_field(tmp_path: Path, text: str, message: str) -> 
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_run_config(path)
+
+
+async def test_instances_come_from_the_list_a_file_or_the_env(tmp_path: Path) -> None:
+    from gymfleet.orchestrator.config import TaskConfig
+    from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+
+    env_id = "tests.orchestrator.fakes:gymfleet-test/SlowEcho-v0"
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("# two of them\nw003\n\nw001  # this one too\n")
+    for fields, expected in [
+        ({}, ["w000", "w001", "w002"]),
+        ({"instances": ["w002", "w000"]}, ["w002", "w000"]),
+        ({"instances_file": str(ids_file)}, ["w003", "w001"]),
+    ]:
+        task = TaskConfig.model_validate({"env_id": env_id, "env_kwargs": {"n_instances": 4}, "max_instances": 3,
+                                          **fields})
+        assert await resolve_instances(task, env_factory(task)) == expected
+    bad = TaskConfig.model_validate({"env_id": env_id, "instances": ["nope"]})
+    with pytest.raises(ConfigError, match="fix `instances:`"):
+        await resolve_instances(bad, env_factory(bad))
