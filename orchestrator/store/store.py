@@ -10,7 +10,7 @@ from typing import Any, Self
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gymfleet.orchestrator.records import RolloutStatus, Trajectory
-from gymfleet.orchestrator.store import claims, queries, workqueue
+from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
 from gymfleet.orchestrator.store.claims import Claim
 from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema
 from gymfleet.orchestrator.store.errors import StoreClosedError
@@ -100,16 +100,20 @@ class TrajectoryStore:
         return self._writer.submit(
             f"trajectory {traj.rollout_id}",
             lambda conn: workqueue.finish(conn, traj, sample_id=sample_id, task=task, final=final),
+            bulk.Finish(traj, sample_id, task, final),
         )
 
     def create_group(self, group: GroupSpec) -> asyncio.Future[bool]:
         """Queues a group and its pending samples (no-op when it exists)."""
-        return self._writer.submit(f"group {group.group_id}", lambda conn: workqueue.create_group(conn, group))
+        return self._writer.submit(
+            f"group {group.group_id}", lambda conn: workqueue.create_group(conn, group), bulk.CreateGroup(group)
+        )
 
     def start_sample(self, sample_id: str, rollout_id: str) -> asyncio.Future[None]:
         """Queues marking a sample running under attempt ``rollout_id``."""
         return self._writer.submit(
-            f"start {rollout_id}", lambda conn: workqueue.start_sample(conn, sample_id, rollout_id)
+            f"start {rollout_id}", lambda conn: workqueue.start_sample(conn, sample_id, rollout_id),
+            bulk.StartSample(sample_id, rollout_id),
         )
 
     def quarantine(self, run_id: str, task: str) -> asyncio.Future[int]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from gymfleet.orchestrator.store.bulk import BulkItem, apply_batch
 from gymfleet.orchestrator.store.errors import StoreClosedError, StoreWriteError
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ class WriteOp:
     label: str
     """What it writes, for error messages (e.g. ``trajectory run/x/0``)."""
     apply: Apply
+    bulk: BulkItem | None = None
+    """The same write as data, for :func:`bulk.apply_batch` (None: only ``apply`` can do it)."""
     done: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -56,7 +59,7 @@ class BatchWriter:
         """Starts the background task (called by ``TrajectoryStore.open``)."""
         self._task = asyncio.create_task(self._run(), name="store-writer")
 
-    def submit(self, label: str, apply: Apply) -> asyncio.Future[Any]:
+    def submit(self, label: str, apply: Apply, bulk: BulkItem | None = None) -> asyncio.Future[Any]:
         """Queues one operation; the returned future resolves once it committed.
 
         Raises:
@@ -64,7 +67,7 @@ class BatchWriter:
         """
         if self._closed:
             raise StoreClosedError(f"cannot write {label}: the store is closed; open a new one with TrajectoryStore.open(url)")
-        op = WriteOp(label, apply)
+        op = WriteOp(label, apply, bulk)
         op.done.add_done_callback(_consume_exception)
         self.queue.put_nowait(op)
         return op.done
@@ -123,11 +126,14 @@ class BatchWriter:
         results: list[tuple[bool, Any]] = []
         async with self.engine.begin() as conn:
             if len(ops) > 1:
-                # Optimistic: the whole batch in one savepoint (two round trips instead of two
-                # per operation). If anything fails, that savepoint is rolled back and the batch
-                # is replayed one savepoint per operation, so only the failing one is lost.
+                # Optimistic: the whole batch in one savepoint, with one statement per kind when
+                # every op has a bulk form. If anything fails, that savepoint is rolled back and
+                # the batch replayed one savepoint per operation, so only the failing one is lost.
+                items = [op.bulk for op in ops]
                 try:
                     async with conn.begin_nested():
+                        if all(item is not None for item in items):
+                            return [(True, r) for r in await apply_batch(conn, items)]  # type: ignore[arg-type]
                         return [(True, await op.apply(conn)) for op in ops]
                 except Exception:
                     log.info("store batch of %d had a failing write; isolating it", len(ops))
