@@ -94,13 +94,17 @@ class Latencies:
         return float(np.mean(reset + grade + turns * per_turn))
 
 
+INSTANCE_IDS = [f"i{i:05d}" for i in range(1000)]
+SEEDS = np.random.SeedSequence(0)
+
+
 class LatencyEnv(AgentEnv):
     """An in-process env: sleeps the sampled latencies, answers ~150-token observations."""
 
-    def __init__(self, n_instances: int = 1000) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.ids = [f"i{i:05d}" for i in range(n_instances)]
-        self.rng = np.random.default_rng()
+        self.ids = INSTANCE_IDS
+        self.rng = np.random.default_rng(SEEDS.spawn(1)[0])
         self.turns_left = 0
         self.sampled_s = 0.0
 
@@ -138,7 +142,7 @@ class LatencySession:
 
     def __init__(self, gateway: LatencyGateway, rollout_id: str, messages: list[Message]) -> None:
         self.gateway, self.rollout_id = gateway, rollout_id
-        self.rng = np.random.default_rng()
+        self.rng = np.random.default_rng(SEEDS.spawn(1)[0])
         self.parts: list[tuple[np.ndarray, int]] = [(self._ids(300), 0)]
         self.sampled_s = 0.0
 
