@@ -78,7 +78,12 @@ async def _gateway_builder(cfg: PolicyConfig, run_id: str) -> AsyncIterator[Poli
     async with AsyncExitStack() as stack:
         specs = cfg.engines or [{"kind": "transformers"}]
         replicas = [await _replica(i, spec, cfg, stack) for i, spec in enumerate(specs)]
-        router = await stack.enter_async_context(Router(replicas, RouterConfig(**cfg.options.get("router", {}))))
+        # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
+        # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
+        in_process = all(spec.get("kind", "transformers") == "transformers" for spec in specs)
+        router_options = {"request_timeout_s": 24 * 3600.0} if in_process else {}
+        router_options |= cfg.options.get("router", {})
+        router = await stack.enter_async_context(Router(replicas, RouterConfig(**router_options)))
         tokenizer = getattr(replicas[0], "tokenizer", None)
         if tokenizer is None:
             tokenizer = await asyncio.to_thread(load_tokenizer, ModelSource(model=cfg.model or "embedded"))
