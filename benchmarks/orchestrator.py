@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -340,11 +342,16 @@ def main(
         result["load_average_1m"] = round(os.getloadavg()[0], 1)
         return result
 
-    kinds = ["asyncio", "uvloop"] if loop == "both" else [loop]
-    results = {kind: run_loop(run(kind), kind) for kind in kinds}
-    if len(results) == 1:
-        print(json.dumps(next(iter(results.values())), indent=2))
+    if loop != "both":
+        print(json.dumps(run_loop(run(loop), loop), indent=2))
         return
+    # Each loop in a fresh process, so that RSS per rollout is not read off the previous run's peak.
+    results = {}
+    for kind in ("asyncio", "uvloop"):
+        args = [sys.executable, __file__, "--loop", kind, "--in-flight", str(in_flight), "--duration-s",
+                str(duration_s), "--warmup-s", str(warmup_s), "--store-rollouts", str(store_rollouts),
+                "--tokens", str(tokens), *(["--pg-url", pg_url] if pg_url else [])]
+        results[kind] = json.loads(subprocess.run(args, check=True, stdout=subprocess.PIPE, text=True).stdout)
     base, fast = results["asyncio"]["scheduler"], results["uvloop"]["scheduler"]
     print(json.dumps({**results, "uvloop_vs_asyncio_rollouts_per_s": round(
         fast["rollouts_per_s"] / base["rollouts_per_s"], 3)}, indent=2))
