@@ -21,7 +21,7 @@ from gymfleet.envs.episode import run_episode
 from gymfleet.envs.sandbox import get_backend
 from gymfleet.envs.sandbox.base import SandboxBackend
 from gymfleet.envs.terminal import TerminalEnv
-from gymfleet.envs.terminal.env import bash_block
+from gymfleet.envs.actions import bash_block
 from gymfleet.envs.terminal.shell import PersistentShell, scratch_dir
 
 EPISODE_TASKS = ["word-frequency", "git-revert", "sqlite-view"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from gymfleet.envs.actions import Malformed, Word, parse_fenced_action
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels
 from gymfleet.envs.swe import patch as scripts
@@ -16,7 +16,7 @@ from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
 
 SUBMIT = "submit"
-_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n(.*?)```", re.S)
+FORMAT_HELP = f"Reply with exactly one ```bash block, or `{SUBMIT}` alone to finish."
 _MAX_OBSERVATION_CHARS = 10_000
 
 SYSTEM_PROMPT = f"""You are a software engineer fixing an issue in a Python repository.
@@ -138,15 +138,12 @@ class SWEEnv(AgentEnv):
         if self._sandbox is None or self._instance is None:
             raise RuntimeError("call reset() before step()")
         info: dict[str, Any] = {"instance_id": self._instance.instance_id, "image": self._image}
-        blocks = _BLOCK.findall(action)
-        if len(blocks) != 1:
-            found = "no" if not blocks else str(len(blocks))
-            return (f"Your reply had {found} ```bash blocks; reply with exactly one ```bash "
-                    f"block (`{SUBMIT}` alone in it to finish).", 0.0, False, False, info)
-        command = blocks[0].strip()
-        if command == SUBMIT:
+        parsed = parse_fenced_action(action, (SUBMIT,), FORMAT_HELP)
+        if isinstance(parsed, Malformed):
+            return parsed.reason, 0.0, False, False, info
+        if isinstance(parsed, Word):
             return await self._submit(info)
-        result = await self._sandbox.exec(command, timeout_s=self.config.command_timeout_s)
+        result = await self._sandbox.exec(parsed.script, timeout_s=self.config.command_timeout_s)
         head = (f"timed out after {self.config.command_timeout_s:g} s (killed)"
                 if result.timed_out else f"exit code {result.exit_code}")
         return _clip(f"{head}\n{result.stdout}{result.stderr}"), 0.0, False, False, info

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import shlex
 import time
 import uuid
@@ -13,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from gymfleet.envs.actions import bash_block
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
 from gymfleet.envs.errors import SandboxStartError, TaskError
 from gymfleet.envs.sandbox import get_backend
@@ -255,9 +255,3 @@ class TerminalEnv(AgentEnv):
         info["grading"]["duration_s"] = round(time.monotonic() - started, 3)
         return obs, report.reward, not truncated, truncated, info
 
-
-def bash_block(script: str) -> str:
-    """``script`` in a fenced bash block whose fence is longer than any backtick run inside."""
-    longest = max((len(run) for run in re.findall(r"`+", script)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}bash\n{script.rstrip()}\n{fence}"

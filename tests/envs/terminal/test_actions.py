@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gymfleet.envs.terminal.actions import Command, Malformed, Submit, parse_action
-from gymfleet.envs.terminal.env import bash_block
+from gymfleet.envs.actions import bash_block
 
 
 @pytest.mark.parametrize("text", ["submit", "  Submit\n", "```submit\n```", "Done.\n```submit\n```"])
