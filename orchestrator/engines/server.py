@@ -110,7 +110,11 @@ def build_app(engine: TransformersEngine, served_model_name: str) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        return error_response(500, f"replica failed: {exc!r}", "InternalServerError")
+
+    return Starlette(routes=routes, exception_handlers={Exception: internal_error})
 
 
 def _completion_body(engine: TransformersEngine, body: CompletionRequest, generation: Any) -> dict[str, Any]:

@@ -184,7 +184,13 @@ class TransformersEngine:
         self.runner.uses_adapters = True
 
     def _unload_adapter_sync(self, name: str) -> None:
-        self.model.delete_adapter(name)
+        if set(self.model.peft_config) == {name}:
+            # peft cannot run with zero adapters: strip the LoRA layers, back to the base model
+            self.model = self.model.unload()
+            self.runner.model = self.model
+            self.runner.uses_adapters = False
+        else:
+            self.model.delete_adapter(name)
         self.caches.drop_adapter(name)
 
     async def _in_worker(self, fn: Any, *args: Any) -> Any:
