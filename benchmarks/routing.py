@@ -23,6 +23,7 @@ import tempfile
 import time
 from typing import Any
 
+from rich.console import Console
 from rich.progress import Progress
 
 from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
@@ -73,7 +74,7 @@ async def prefilled_tokens(gateway: Gateway, n_rollouts: int, n_turns: int, prog
 
 async def routing_figures(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
     results = {}
-    with Progress(console=None, transient=True) as progress:
+    with Progress(console=Console(stderr=True), transient=True) as progress:
         for label in ("consistent_hash", "round_robin"):
             engines = [TransformersEngine(TransformersEngineConfig(name=f"r{i}"), model, tokenizer) for i in range(args.replicas)]
             router = Router(engines) if label == "consistent_hash" else RoundRobin(engines)
