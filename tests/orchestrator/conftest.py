@@ -54,6 +54,7 @@ class FakeEngine:
         self.fail_requests = False
         self.hang = False
         self.fail_load = False
+        self.hang_load = False
         self.calls: list[str | None] = []
 
     async def generate(
@@ -72,6 +73,8 @@ class FakeEngine:
         if self.fail_load:
             raise AdapterError(f"{self.name}: cannot load {path}")
         self.adapters.add(name)
+        if self.hang_load:  # loads, but answers too late
+            await asyncio.sleep(3600)
 
     async def unload_adapter(self, name: str) -> None:
         if name not in self.adapters:
