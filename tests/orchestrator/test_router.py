@@ -14,7 +14,7 @@ from gymfleet.orchestrator.engines.errors import (
 from gymfleet.orchestrator.protocols import Engine
 from gymfleet.orchestrator.records import SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
-from tests.orchestrator.conftest import FakeEngine
+from tests.orchestrator.fake_engine import FakeEngine
 
 SAMPLING = SamplingParams(max_new_tokens=2)
 KEYS = [f"rollout-{i}" for i in range(2000)]
