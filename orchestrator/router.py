@@ -35,15 +35,15 @@ T = TypeVar("T")
 class RouterConfig(BaseModel):
     """How the router watches and calls its replicas."""
 
-    vnodes: int = Field(160, ge=1)
+    vnodes: int = Field(default=160, ge=1)
     """Virtual nodes per replica on the hash ring (more = more even spread)."""
-    request_timeout_s: float = Field(300.0, gt=0)
+    request_timeout_s: float = Field(default=300.0, gt=0)
     """Limit of one generate call on one replica; past it the request is retried elsewhere."""
-    adapter_timeout_s: float = Field(120.0, gt=0)
+    adapter_timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one adapter load/unload on one replica; past it the broadcast fails."""
-    health_interval_s: float = Field(2.0, gt=0)
+    health_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between health-check rounds."""
-    health_timeout_s: float = Field(5.0, gt=0)
+    health_timeout_s: float = Field(default=5.0, gt=0)
     """Limit of one health check; a replica that does not answer in time is dead."""
 
 
@@ -132,8 +132,9 @@ class Router:
             self.published[name] = path
             return
         loaded = [t for t in targets if t not in failed]
+        # a replica that timed out may still finish loading: unload there too (best effort)
         await asyncio.gather(
-            *(self._call(t, lambda e: e.unload_adapter(name), self.config.adapter_timeout_s) for t in loaded),
+            *(self._call(t, lambda e: e.unload_adapter(name), self.config.adapter_timeout_s) for t in targets),
             return_exceptions=True,
         )
         reasons = "; ".join(f"{t}: {r}" for t, r in failed.items())
@@ -177,10 +178,9 @@ class Router:
 
     async def _revive(self, name: str) -> None:
         """Reloads the published adapters on a replica that came back, then adds it to the ring."""
-        engine = self.replicas[name]
         for adapter, path in list(self.published.items()):
-            try:
-                await engine.unload_adapter(adapter)  # it may still hold an old copy
+            try:  # it may still hold an old copy
+                await self._call(name, lambda e: e.unload_adapter(adapter), self.config.adapter_timeout_s)
             except Exception:
                 pass
             try:

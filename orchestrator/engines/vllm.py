@@ -55,13 +55,13 @@ class VLLMEngineConfig(BaseModel):
     """The served base model name (``--served-model-name`` or the model path)."""
     name: str | None = None
     """Replica name; defaults to ``base_url``."""
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one completion request; a hanging replica fails after it."""
-    connect_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
     """Limit for opening a connection."""
-    adapter_timeout_s: float = Field(120.0, gt=0)
+    adapter_timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one adapter load or unload."""
-    health_timeout_s: float = Field(5.0, gt=0)
+    health_timeout_s: float = Field(default=5.0, gt=0)
     """Limit of one health check."""
 
 
@@ -152,7 +152,7 @@ class VLLMEngine:
             return await self._client.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
             raise ReplicaTimeoutError(f"{self.name}: no answer to {method} {url} in time ({exc!r})") from exc
-        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        except httpx.HTTPError as exc:  # refused, reset, protocol error: the replica is unreachable
             raise ReplicaUnavailableError(f"{self.name}: {method} {url} failed: {exc!r}") from exc
 
     def _parse_completion(self, response: httpx.Response, adapter: str | None) -> Generation:
