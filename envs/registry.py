@@ -167,3 +167,9 @@ def make_agent_env(env_id: str, **kwargs: Any) -> AgentEnv:
     if not isinstance(env, AgentEnv):
         raise TypeError(f"{env_id} is a {type(env).__name__}, not a gymfleet AgentEnv")
     return env
+
+
+# Importing this module registers the built-in envs with Gymnasium (as Gymnasium env packages
+# do), so that a plain Gymnasium user can `import gymfleet.envs.registry` and then
+# `gymnasium.make("gymfleet/Terminal-v0")` (or `gymnasium.make("gymfleet.envs.registry:gymfleet/Terminal-v0")`).
+register_builtin_envs()
