@@ -120,7 +120,9 @@ class SWEEnv(AgentEnv):
         wanted = (options or {}).get("instance_id")
         if wanted is None:
             wanted = ids[(seed or 0) % len(ids)]
-        instance = self._instances[wanted]  # KeyError for an unknown id, as documented
+        if wanted not in self._instances:  # KeyError for an unknown id, as documented
+            raise KeyError(f"unknown SWE instance {wanted!r}; known: {', '.join(ids)}")
+        instance = self._instances[wanted]
         image = await self.harness.provision(instance)
         sandbox = self.harness.sandbox(image, SandboxLabels(run_id="swe-env"))
         await sandbox.start()
