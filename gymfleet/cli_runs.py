@@ -157,5 +157,8 @@ def export(
     """Exports a run's trajectories, token-exact, to JSONL or parquet."""
     (url,) = _stores(store, runs_dir, run_id)
     statuses = [RolloutStatus(s.value) for s in status] if status else None
-    n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+    try:
+        n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+    except OSError as exc:  # the output folder cannot be created or written
+        _fail(f"cannot write {out}: {exc}; pass a writable output path")
     console.print(f"wrote {n} trajectories to {out}", highlight=False)
