@@ -44,6 +44,7 @@ def test_progress_counts_only_predicted_instances(tmp_path: Path) -> None:
 
 def test_bad_predictions_file_fails_before_any_progress(tmp_path: Path) -> None:
     preds = tmp_path / "preds.jsonl"
-    preds.write_text('{"instance_id": "broken\n')
+    preds.write_text('{"instance_id": "a", "model_name_or_path": "m", "model_patch": ""}\n\n{"instance_id": "broken\n')
     result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds), "--output-dir", str(tmp_path)])
     assert result.exit_code == 2 and "cannot read predictions" in result.output and "0/5" not in result.output
+    assert "line 3 is not JSON" in " ".join(result.output.split())
