@@ -132,8 +132,9 @@ class SWEEnv(AgentEnv):
         except Exception:
             await self._close_sandbox()
             raise
-        observation = (f"{SYSTEM_PROMPT}\n\n<issue>\n{instance.problem_statement.strip()}\n"
-                       "</issue>")
+        # The instructions are the system prompt (callers send it as the system message); the
+        # first observation is the issue alone, so that a rollout does not carry them twice.
+        observation = f"<issue>\n{instance.problem_statement.strip()}\n</issue>"
         return observation, {"instance_id": instance.instance_id, "image": image.tag}
 
     async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
