@@ -59,7 +59,7 @@ class SWEEnv(AgentEnv):
     ``envs/swe/fixtures`` (real fixes of semver and humanize); any SWE-bench-schema dataset works.
 
     ## Observation
-    First: the issue text and the instructions. Then, after each command: its exit code and
+    First: the issue text in ``<issue>`` tags (the instructions are ``system_prompt``). Then, after each command: its exit code and
     output (at most 10,000 characters, head and tail). After ``submit``: the grading summary.
 
     ## Action
