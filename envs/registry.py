@@ -169,7 +169,7 @@ def make_agent_env(env_id: str, **kwargs: Any) -> AgentEnv:
     return env
 
 
-# Importing this module registers the built-in envs with Gymnasium (as Gymnasium env packages
-# do), so that a plain Gymnasium user can `import gymfleet.envs.registry` and then
-# `gymnasium.make("gymfleet/Terminal-v0")` (or `gymnasium.make("gymfleet.envs.registry:gymfleet/Terminal-v0")`).
-register_builtin_envs()
+# Importing this module registers the built-in envs and the installed plugins' with Gymnasium
+# (as Gymnasium env packages do), so that a plain Gymnasium user can `import gymfleet.envs.registry`
+# and then `gymnasium.make("gymfleet/Terminal-v0")` (or `gymnasium.make("gymfleet.envs.registry:gymfleet/Terminal-v0")`).
+load_plugins()
