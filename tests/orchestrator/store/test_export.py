@@ -61,3 +61,15 @@ def test_cli_export_to_an_unwritable_path_is_a_clear_error(tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["runs", "export", RUN, str(out), "--store", str(db)])
     assert result.exit_code == 2, result.output
     assert "cannot write" in result.output and isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", RUN], ["export", RUN, "out.jsonl"]])
+def test_cli_runs_on_a_missing_sqlite_store_fails_and_creates_nothing(tmp_path: Path, command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from gymfleet.cli import app
+
+    store = tmp_path / "typo" / "store.db"
+    result = CliRunner().invoke(app, ["runs", *command, "--store", str(store)])
+    assert result.exit_code == 2, result.output
+    assert "no store at" in result.output and not store.parent.exists()
