@@ -131,10 +131,23 @@ def make(env_id: str, **kwargs: Any) -> gymnasium.Env[str, str]:
         close = difflib.get_close_matches(env_id, known, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise UnknownEnvError(
-            f"unknown env id {env_id!r}.{hint} Known gymfleet envs: {', '.join(known) or 'none'}. "
-            f"Third-party envs register through the {ENTRY_POINT_GROUP!r} entry-point group."
+            f"unknown env id {env_id!r}.{hint} Known gymfleet envs: {_summarise_ids(known)} "
+            f"(all: `gymfleet envs list`). Third-party envs register through the "
+            f"{ENTRY_POINT_GROUP!r} entry-point group."
         )
     return gymnasium.make(env_id, **kwargs)
+
+
+def _summarise_ids(ids: list[str], max_family: int = 5) -> str:
+    """The ids, with a large family such as ``gymfleet/miniwob.<task>-v0`` folded into a count."""
+    families: dict[str, list[str]] = {}
+    for env_id in ids:
+        if "." in env_id.rpartition("/")[2]:
+            families.setdefault(env_id.split(".", 1)[0], []).append(env_id)
+    folded = {prefix for prefix, members in families.items() if len(members) > max_family}
+    shown = [i for i in ids if not ("." in i.rpartition("/")[2] and i.split(".", 1)[0] in folded)]
+    shown += [f"{len(families[p])} {p}.<task>-v0 ids" for p in sorted(folded)]
+    return ", ".join(shown) or "none"
 
 
 def env_class(env_id: str) -> type[AgentEnv]:
@@ -167,3 +180,9 @@ def make_agent_env(env_id: str, **kwargs: Any) -> AgentEnv:
     if not isinstance(env, AgentEnv):
         raise TypeError(f"{env_id} is a {type(env).__name__}, not a gymfleet AgentEnv")
     return env
+
+
+# Importing this module registers the built-in envs and the installed plugins' with Gymnasium
+# (as Gymnasium env packages do), so that a plain Gymnasium user can `import gymfleet.envs.registry`
+# and then `gymnasium.make("gymfleet/Terminal-v0")` (or `gymnasium.make("gymfleet.envs.registry:gymfleet/Terminal-v0")`).
+load_plugins()

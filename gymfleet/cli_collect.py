@@ -14,6 +14,7 @@ from gymfleet.orchestrator.collect import collect
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.loop import run_loop
+from gymfleet.orchestrator.store.errors import StoreError
 
 console = Console(stderr=True)
 
@@ -38,7 +39,7 @@ def collect_command(
         cfg = load_run_config(config, overrides)
         outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
                                    live=progress and console.is_terminal))
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:
         console.print(Text("error: ", style="red") + Text(str(exc)))
         raise typer.Exit(2) from exc
     console.print(

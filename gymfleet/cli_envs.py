@@ -8,11 +8,13 @@ from enum import Enum
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.envs.episode import Episode, run_episode
+from gymfleet.envs.errors import GymfleetEnvError
 from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
@@ -48,11 +50,19 @@ def rollout(
     ] = "runs/rollouts",
 ) -> None:
     """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
+    bad = [item for item in (env_arg or []) if "=" not in item]
+    if bad:
+        raise typer.BadParameter(f"{bad[0]!r} is not KEY=VALUE, e.g. --env-arg sandbox=local", param_hint="--env-arg")
     kwargs = dict(item.split("=", 1) for item in (env_arg or []))
-    kwarg = env_class(env).artifacts_kwarg
-    if kwarg:
-        kwargs.setdefault(kwarg, artifacts_dir)
-    episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
+    try:
+        kwarg = env_class(env).artifacts_kwarg
+        if kwarg:
+            kwargs.setdefault(kwarg, artifacts_dir)
+        episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
+    except (GymfleetEnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
     for ep in episodes:
         if json_out:
             typer.echo(json.dumps(_episode_json(ep), default=str))

@@ -15,6 +15,7 @@ from gymfleet.envs.swe.errors import SWEError
 from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
 from gymfleet.envs.swe.harness import SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
+from gymfleet.envs.swe.predictions import load_predictions
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate predictions on benchmarks.")
 
@@ -44,7 +45,9 @@ def swebench(
     )
     console = Console(stderr=True)
     try:
-        total = len(load_instances(dataset, ids, split))
+        instances = load_instances(dataset, ids, split)
+        with_prediction = load_predictions(predictions, instances)  # bad predictions fail before the bar
+        total = sum(i.instance_id in with_prediction for i in instances)
         summary, layout = asyncio.run(_run(config, total, console))
     except SWEError as exc:
         console.print(f"[red]error:[/red] {exc}")

@@ -13,9 +13,11 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Column, Table
 from rich.text import Text
+from sqlalchemy.engine import make_url
 
 from gymfleet.orchestrator.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator.store.engine import normalise_url
 from gymfleet.orchestrator.store.errors import StoreError
 from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
 
@@ -32,6 +34,13 @@ ROLE_STYLE = {"system": "magenta", "user": "green", "assistant": "cyan"}
 
 def _stores(store: str | None, runs_dir: Path, run_id: str | None = None) -> list[str]:
     if store:
+        try:
+            url = make_url(normalise_url(store))
+        except StoreError as exc:
+            _fail(str(exc))
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            if not Path(url.database).expanduser().is_file():  # reading must not create an empty store
+                _fail(f"no store at {url.database}; pass the `store:` of the run config")
         return [store]
     if run_id is not None:
         path = runs_dir / run_id / "store.db"
@@ -157,5 +166,8 @@ def export(
     """Exports a run's trajectories, token-exact, to JSONL or parquet."""
     (url,) = _stores(store, runs_dir, run_id)
     statuses = [RolloutStatus(s.value) for s in status] if status else None
-    n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+    try:
+        n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+    except OSError as exc:  # the output folder cannot be created or written
+        _fail(f"cannot write {out}: {exc}; pass a writable output path")
     console.print(f"wrote {n} trajectories to {out}", highlight=False)

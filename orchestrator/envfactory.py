@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 
 from gymfleet.envs.base import AgentEnv
-from gymfleet.envs.registry import make_agent_env
+from gymfleet.envs.errors import UnknownEnvError
+from gymfleet.envs.registry import env_class, make_agent_env
 from gymfleet.orchestrator.config import TaskConfig
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.rollout import EnvFactory
@@ -18,7 +19,7 @@ def env_factory(task: TaskConfig) -> EnvFactory:
     import); a plain id goes through the gymfleet registry (built-ins and plugins).
 
     Raises:
-        ConfigError: the module cannot be imported.
+        ConfigError: the module cannot be imported, or the env id is unknown.
     """
     module, _, env_id = task.env_id.rpartition(":")
     if module:
@@ -26,6 +27,10 @@ def env_factory(task: TaskConfig) -> EnvFactory:
             importlib.import_module(module)
         except ImportError as exc:
             raise ConfigError(f"task {task.name}: cannot import {module!r} for env id {task.env_id!r}: {exc}") from exc
+    try:
+        env_class(env_id)  # an unknown id fails here, before any store or model is opened
+    except (UnknownEnvError, TypeError) as exc:
+        raise ConfigError(f"task {task.name}: env_id: {exc}") from exc
     kwargs = dict(task.env_kwargs)
 
     def make() -> AgentEnv:

@@ -71,6 +71,7 @@ async def _replica(index: int, spec: dict[str, Any], cfg: PolicyConfig, stack: A
 @asynccontextmanager
 async def _gateway_builder(cfg: PolicyConfig, run_id: str) -> AsyncIterator[PolicyGateway]:
     """The TITO gateway over a router of the configured replicas (default: one embedded engine)."""
+    from gymfleet.orchestrator.engines.errors import AdapterPublishError
     from gymfleet.orchestrator.engines.model_loading import ModelSource, load_tokenizer
     from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
     from gymfleet.orchestrator.router import Router, RouterConfig
@@ -89,7 +90,13 @@ async def _gateway_builder(cfg: PolicyConfig, run_id: str) -> AsyncIterator[Poli
             tokenizer = await asyncio.to_thread(load_tokenizer, ModelSource(model=cfg.model or "embedded"))
         gateway = Gateway(tokenizer, router, GatewayConfig(run_id=run_id))
         if cfg.adapter:
-            await gateway.publish_adapter(int(cfg.options.get("adapter_version", 1)), cfg.adapter)
+            try:
+                await gateway.publish_adapter(int(cfg.options.get("adapter_version", 1)), cfg.adapter)
+            except AdapterPublishError as exc:
+                raise ConfigError(
+                    f"policy.adapter {cfg.adapter!r}: {exc}; pass a folder holding a PEFT adapter "
+                    "(adapter_config.json and its weights), or leave policy.adapter unset for the base model"
+                ) from exc
         yield gateway
 
 

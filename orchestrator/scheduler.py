@@ -95,6 +95,14 @@ class Scheduler:
         if self._stopping:
             log.warning("second stop request: aborting %d in-flight rollouts", len(self._tasks))
             self._abort.set()
+        else:
+            shutdown = self.config.shutdown
+            log.warning(
+                "stop requested: no new rollouts; the %d in flight %s within %g s (shutdown.mode %s); "
+                "stop again (Ctrl-C) to abort them now",
+                len(self._tasks), "finish" if shutdown.mode == "finish" else "are aborted",
+                shutdown.deadline_s, shutdown.mode,
+            )
         self._stopping = True
         self.stats.paused = "stopping"
         self._wake.set()

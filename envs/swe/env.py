@@ -59,7 +59,7 @@ class SWEEnv(AgentEnv):
     ``envs/swe/fixtures`` (real fixes of semver and humanize); any SWE-bench-schema dataset works.
 
     ## Observation
-    First: the issue text and the instructions. Then, after each command: its exit code and
+    First: the issue text in ``<issue>`` tags (the instructions are ``system_prompt``). Then, after each command: its exit code and
     output (at most 10,000 characters, head and tail). After ``submit``: the grading summary.
 
     ## Action
@@ -120,7 +120,9 @@ class SWEEnv(AgentEnv):
         wanted = (options or {}).get("instance_id")
         if wanted is None:
             wanted = ids[(seed or 0) % len(ids)]
-        instance = self._instances[wanted]  # KeyError for an unknown id, as documented
+        if wanted not in self._instances:  # KeyError for an unknown id, as documented
+            raise KeyError(f"unknown SWE instance {wanted!r}; known: {', '.join(ids)}")
+        instance = self._instances[wanted]
         image = await self.harness.provision(instance)
         sandbox = self.harness.sandbox(image, SandboxLabels(run_id="swe-env"))
         await sandbox.start()
@@ -130,8 +132,9 @@ class SWEEnv(AgentEnv):
         except Exception:
             await self._close_sandbox()
             raise
-        observation = (f"{SYSTEM_PROMPT}\n\n<issue>\n{instance.problem_statement.strip()}\n"
-                       "</issue>")
+        # The instructions are the system prompt (callers send it as the system message); the
+        # first observation is the issue alone, so that a rollout does not carry them twice.
+        observation = f"<issue>\n{instance.problem_statement.strip()}\n</issue>"
         return observation, {"instance_id": instance.instance_id, "image": image.tag}
 
     async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -60,7 +61,7 @@ def load_predictions(source: str | Path, instances: Sequence[SWEInstance]) -> di
             data = json.loads(text)
             rows = list(data.values()) if "instance_id" not in data else [data]
         else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [_json_line(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     except (OSError, ValueError) as exc:
         raise InstanceLoadError(
             f"cannot read predictions {path}: {exc}; pass a JSONL file, `gold` or `empty`"
@@ -75,3 +76,11 @@ def load_predictions(source: str | Path, instances: Sequence[SWEInstance]) -> di
             raise InstanceLoadError(f"{path}: two predictions for {pred.instance_id}")
         predictions[pred.instance_id] = pred
     return predictions
+
+
+def _json_line(number: int, line: str) -> Any:
+    """One JSONL row; a malformed one raises ValueError naming its line number (from 1)."""
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"line {number} is not JSON ({exc})") from exc

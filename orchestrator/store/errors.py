@@ -4,6 +4,7 @@ Class tree::
 
     StoreError                  base of every store error
     ├── StoreURLError           an unsupported store URL or schema name
+    ├── StoreOpenError          the database cannot be reached or created (server down, path not writable)
     ├── StoreClosedError        the store was used after close()
     ├── StoreWriteError         a write failed; the message names the rollout and the cause
     ├── ClaimExpiredError       ack/release of a claim that expired and was re-claimed
@@ -19,6 +20,10 @@ class StoreError(Exception):
 
 class StoreURLError(StoreError, ValueError):
     """An unsupported store URL: use sqlite:///PATH or postgresql://USER:PASS@HOST/DB."""
+
+
+class StoreOpenError(StoreError):
+    """The database cannot be reached or created (server down, bad credentials, path not writable)."""
 
 
 class StoreClosedError(StoreError):

@@ -7,13 +7,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gymfleet.orchestrator.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
 from gymfleet.orchestrator.store.claims import Claim
 from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema
-from gymfleet.orchestrator.store.errors import StoreClosedError
+from gymfleet.orchestrator.store.errors import StoreClosedError, StoreOpenError
 from gymfleet.orchestrator.store.export import export_run
 from gymfleet.orchestrator.store.migrate import upgrade
 from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
@@ -49,12 +50,23 @@ class TrajectoryStore:
 
         Raises:
             StoreURLError: unsupported URL.
-            sqlalchemy.exc.OperationalError: the database cannot be reached.
+            StoreOpenError: the database cannot be reached or created.
         """
-        engine = create_store_engine(url, schema=schema)
+        try:
+            engine = create_store_engine(url, schema=schema)
+        except OSError as exc:  # the SQLite file's folder cannot be created
+            raise StoreOpenError(f"cannot create the store {url}: {exc}; pass a writable path or URL") from exc
         try:
             await ensure_schema(engine, schema)
             await upgrade(engine)
+        except (OSError, DBAPIError) as exc:
+            await engine.dispose()
+            where = engine.url.render_as_string(hide_password=True)
+            raise StoreOpenError(
+                f"cannot open the store {where}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}; "
+                "check that the database server is running and the URL, user and password are right "
+                "(or that the SQLite file is writable)"
+            ) from exc
         except BaseException:
             await engine.dispose()
             raise

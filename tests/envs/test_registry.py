@@ -47,3 +47,24 @@ async def test_async_episode_gold_and_noop() -> None:
 
 def test_list_envs_includes_plugin_registered_ids() -> None:
     assert ECHO_ID in registry.list_envs()
+
+
+def test_plain_gymnasium_make_after_importing_the_registry() -> None:
+    """`import gymfleet.envs.registry` is enough for `gymnasium.make` (fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gymnasium, gymfleet.envs.registry\n"
+        "assert gymnasium.spec('gymfleet/Terminal-v0').entry_point.startswith('gymfleet.')\n"
+        "assert gymnasium.spec('gymfleet/miniwob.click-button-v0')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_unknown_id_message_folds_large_families() -> None:
+    with pytest.raises(UnknownEnvError) as err:
+        registry.make("gymfleet/Terminl-v0")
+    message = str(err.value)
+    assert "gymfleet/Terminal-v0" in message and "gymfleet envs list" in message
+    assert "gymfleet/miniwob.<task>-v0 ids" in message and "miniwob.use-slider-v0" not in message

@@ -136,3 +136,19 @@ def test_bad_override_fails_clearly(tmp_path: Path, override: str) -> None:
     config = write_config(tmp_path)
     result = CliRunner().invoke(app, ["collect", str(config), "--set", override])
     assert result.exit_code == 2 and "override" in result.output
+
+
+def test_unknown_env_id_fails_clearly(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    result = CliRunner().invoke(app, ["collect", str(config), "--set", "tasks.0.env_id=gymfleet/Nope-v0"])
+    assert result.exit_code == 2, result.output
+    assert "task echo: env_id: unknown env id 'gymfleet/Nope-v0'" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "refused"])
+def test_store_that_cannot_be_opened_fails_clearly(tmp_path: Path, where: str) -> None:
+    (tmp_path / "afile").write_text("")
+    store = str(tmp_path / "afile" / "store.db") if where == "under-a-file" else "postgresql://u:secret@127.0.0.1:1/db"
+    result = CliRunner().invoke(app, ["collect", str(write_config(tmp_path)), "--no-progress", "--store", store])
+    assert result.exit_code == 2, result.output
+    assert "error: cannot " in result.output and "store" in result.output and "secret" not in result.output

@@ -37,3 +37,16 @@ async def test_collect_with_the_embedded_model_writes_token_exact_trajectories(t
         assert np.all(traj.versions[generated] == 0) and np.all(traj.versions[~generated] == -1)
         assert [m.role for m in traj.messages][:3] == ["system", "user", "assistant"]
         assert traj.metrics["n_turns"] == 2
+
+
+@pytest.mark.model
+async def test_collect_with_a_missing_adapter_is_a_config_error(tmp_path: Path) -> None:
+    from gymfleet.orchestrator.errors import ConfigError
+
+    cfg = run_config(
+        tmp_path,
+        [task("echo", group_size=1, env_kwargs={"n_instances": 1})],
+        policy={"kind": "embedded", "adapter": str(tmp_path / "no-such-adapter")},
+    )
+    with pytest.raises(ConfigError, match="policy.adapter .*no-such-adapter.*adapter_config.json"):
+        await collect(cfg, live=False)

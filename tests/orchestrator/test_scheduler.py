@@ -6,6 +6,8 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.orchestrator.metrics import MetricsWriter
@@ -209,3 +211,13 @@ async def test_weights_edited_in_the_config_file_apply_live(tmp_path: Path, sqli
     assert scheduler.stats.tasks["b"].completed == started_b
     events = [line for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"weights"' in line]
     assert any('"event": "weights"' in e for e in events)
+
+
+async def test_first_stop_request_tells_what_happens_next(
+    tmp_path: Path, sqlite_store: TrajectoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = run_config(tmp_path, [task("a", env_kwargs={"n_instances": 4})])
+    scheduler = await make_scheduler(cfg, sqlite_store)
+    with caplog.at_level("WARNING", logger="gymfleet.orchestrator.scheduler"):
+        scheduler.request_stop()
+    assert "stop requested" in caplog.text and "Ctrl-C" in caplog.text

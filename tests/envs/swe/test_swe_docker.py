@@ -151,7 +151,8 @@ def test_swe_env_malformed_action_and_test_edits(docker_available: bool) -> None
     async def play() -> dict:
         env = make_agent_env("gymfleet/SWE-v0", instance_ids=["python-semver__python-semver-426"])
         try:
-            await env.reset_async(seed=0)
+            obs, _ = await env.reset_async(seed=0)
+            assert obs.startswith("<issue>") and env.system_prompt not in obs  # not sent twice
             obs, reward, terminated, _, _ = await env.step_async("just text")
             assert "exactly one ```bash" in obs and not terminated and reward == 0
             obs, *_ = await env.step_async("```bash\necho hi >> tests/test_subclass.py && "

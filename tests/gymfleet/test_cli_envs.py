@@ -1,0 +1,44 @@
+"""`gymfleet rollout` on bad input: a clear one-line error and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+
+ECHO_ID = "gymfleettest/Echo-v0"
+
+
+@pytest.fixture(autouse=True)
+def echo_registered():
+    if ECHO_ID not in gymnasium.registry:
+        gymnasium.register(ECHO_ID, entry_point="tests.fakes:EchoEnv")
+    yield
+
+
+def _rollout(*args: str):
+    return CliRunner().invoke(app, ["rollout", "--env", *args])
+
+
+def test_rollout_plays_the_gold_policy() -> None:
+    result = _rollout(ECHO_ID, "--instance", "beta")
+    assert result.exit_code == 0, result.output
+    assert "reward 1" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((ECHO_ID, "--instance", "gamma"), "error: gamma"),
+        (("gymfleettest/Ecko-v0",), "unknown env id"),
+        ((ECHO_ID, "--env-arg", "words"), "is not KEY=VALUE"),
+        (("gymfleet/Terminal-v0", "--env-arg", "colour=red"), "error: 1 validation error for TerminalEnvConfig"),
+    ],
+)
+def test_rollout_bad_input_is_a_clear_error(args: tuple[str, ...], expected: str) -> None:
+    result = _rollout(*args)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert isinstance(result.exception, SystemExit)  # typer.Exit, not an uncaught exception
