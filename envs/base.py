@@ -159,6 +159,22 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
     async def close_async(self) -> None:
         """Releases the sandbox and every other resource. Idempotent."""
 
+    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
+        """Called when the caller cuts the episode short (its own turn or time limit) before the
+        env ended it: grades the state as it stands, as the env's own limit would.
+
+        The default grades nothing (reward 0); envs whose reward comes from the final state
+        (terminal, slides, SWE) override it. Calling it after the episode ended returns
+        ``(0.0, {})``.
+
+        Args:
+            reason: why the episode is cut, for ``info``.
+
+        Returns:
+            ``(reward, info)``.
+        """
+        return 0.0, {"ended_by_caller": reason}
+
     @abstractmethod
     def gold_policy(self) -> Policy:
         """A scripted policy that solves the current instance (earns reward 1)."""

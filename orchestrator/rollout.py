@@ -154,10 +154,24 @@ class Rollout:
                 async with asyncio.timeout(req.turn_timeout_s):
                     done = await self._turn()
             except TimeoutError:
-                return RolloutStatus.truncated, f"turn {turn} exceeded turn_timeout_s={req.turn_timeout_s:g}"
+                return await self._cut(f"turn {turn} exceeded turn_timeout_s={req.turn_timeout_s:g}")
             if done is not None:
                 return done
-        return RolloutStatus.truncated, f"reached max_turns={req.max_turns} without the episode ending"
+        return await self._cut(f"reached max_turns={req.max_turns} without the episode ending")
+
+    async def _cut(self, reason: str) -> tuple[RolloutStatus, str]:
+        """Ends the episode early: the env grades the state as it stands (``AgentEnv.end_async``)."""
+        assert self.env is not None
+        t0 = time.monotonic()
+        try:
+            reward, info = await self.env.end_async(reason)
+        except Exception as exc:
+            raise classify_env_error(exc, "end") from exc
+        finally:
+            self.timings["env_s"] += time.monotonic() - t0
+        self.reward += float(reward)
+        self.info.update(info)
+        return RolloutStatus.truncated, reason
 
     async def _turn(self) -> tuple[RolloutStatus, str] | None:
         assert self.session is not None and self.env is not None

@@ -176,6 +176,16 @@ class SlidesEnv(AgentEnv):
             return await self._submit(ep, info, why, truncated=True)
         return obs, 0.0, False, False, info
 
+    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
+        """Scores the deck as it stands (the caller's turn limit came first), as ``max_turns`` does."""
+        ep = self._episode
+        if ep is None or ep.done:
+            return 0.0, {}
+        info: dict[str, Any] = {"instance_id": ep.brief.id, "rollout_id": ep.rollout_id, "turn": ep.turn,
+                                "ended_by_caller": reason}
+        _, reward, _, _, info = await self._submit(ep, info, reason, truncated=True)
+        return reward, info
+
     async def close_async(self) -> None:
         await self._close_episode()
         if self._own_renderer:

@@ -175,6 +175,16 @@ class SWEEnv(AgentEnv):
         diff = await sandbox.exec(scripts.diff_command(instance.base_commit, paths), timeout_s=60)
         return diff.stdout
 
+    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
+        """Submits the diff as it stands (the caller's turn limit came first), as SWE-agent's
+        autosubmission does."""
+        if self._sandbox is None or self._instance is None:
+            return 0.0, {}
+        info: dict[str, Any] = {"instance_id": self._instance.instance_id, "image": self._image,
+                                "ended_by_caller": reason}
+        _, reward, _, _, info = await self._submit(info)
+        return reward, info
+
     async def close_async(self) -> None:
         await self._close_sandbox()
 

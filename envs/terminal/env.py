@@ -172,6 +172,15 @@ class TerminalEnv(AgentEnv):
             return await self._finish(ep, why, info, truncated=True)
         return obs, 0.0, False, False, info
 
+    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
+        """Grades the end state now (the caller's turn limit came first), as the env's own limit does."""
+        ep = self._episode
+        if ep is None or ep.done:
+            return 0.0, {}
+        info: dict[str, Any] = {"instance_id": ep.task.task_id, "turn": ep.turn, "ended_by_caller": reason}
+        _, reward, _, _, info = await self._finish(ep, reason, info, truncated=True)
+        return reward, info
+
     async def close_async(self) -> None:
         ep, self._episode = self._episode, None
         if ep is not None:

@@ -77,3 +77,22 @@ async def test_cancelled_rollout_is_aborted_and_releases_its_env() -> None:
     assert env.closed
     assert rollout.trajectory is not None and rollout.trajectory.status is RolloutStatus.aborted
     assert rollout.trajectory.n_generated_tokens == 4  # the reply before the cancelled step
+
+
+class GradedAtTheEndEnv(NeverEndsEnv):
+    """Never ends by itself; when cut short, grades the state as it stands (reward 1)."""
+
+    ended: list[str] = []
+
+    async def end_async(self, reason: str):
+        self.ended.append(reason)
+        return 1.0, {"graded": True}
+
+
+async def test_a_rollout_cut_by_the_turn_limit_is_graded_by_the_env() -> None:
+    GradedAtTheEndEnv.ended = []
+    traj = await play(GradedAtTheEndEnv, max_turns=2)
+    assert traj.status is RolloutStatus.truncated and "max_turns=2" in traj.reason
+    assert traj.reward == 1.0 and GradedAtTheEndEnv.ended == [traj.reason]
+    # The default end_async grades nothing.
+    assert (await play(NeverEndsEnv, max_turns=2)).reward == 0.0
