@@ -1,0 +1,161 @@
+"""`gymfleet runs list|show|export`: look at stored runs and their trajectories."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Column, Table
+from rich.text import Text
+
+from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator.store.errors import StoreError
+from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
+
+runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, export.")
+console = Console()
+T = TypeVar("T")
+
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Store URL; default: every runs/*/store.db (or runs/RUN_ID/store.db).")
+]
+RunsDirOpt = Annotated[Path, typer.Option(help="Where default per-run SQLite stores live.")]
+ROLE_STYLE = {"system": "magenta", "user": "green", "assistant": "cyan"}
+
+
+def _stores(store: str | None, runs_dir: Path, run_id: str | None = None) -> list[str]:
+    if store:
+        return [store]
+    if run_id is not None:
+        path = runs_dir / run_id / "store.db"
+        if not path.exists():
+            _fail(f"no store at {path}; pass --store URL (the `store:` of the run config)")
+        return [str(path)]
+    return sorted(str(p) for p in runs_dir.glob("*/store.db"))
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True).print(Text("error: ", style="red") + Text(message))
+    raise typer.Exit(2)
+
+
+def _with_store(url: str, fn: Callable[[TrajectoryStore], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with await TrajectoryStore.open(url) as s:
+            return await fn(s)
+
+    try:
+        return asyncio.run(go())
+    except StoreError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail exits
+
+
+@runs_app.command("list")
+def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> None:
+    """Lists runs with their status and per-status trajectory counts."""
+    table = Table(Column("run", overflow="fold"), "status", "started", "starts", "groups done", "trajectories",
+                  Column("by status", overflow="fold"), "reward")
+    for url in _stores(store, runs_dir):
+        for run in _with_store(url, lambda s: s.list_runs()):
+            rewards = [t.mean_reward_ok for t in run.tasks if t.mean_reward_ok is not None]
+            table.add_row(
+                run.run_id, run.status, run.created_at.strftime("%Y-%m-%d %H:%M"), str(run.n_starts),
+                f"{run.n_groups_complete}/{run.n_groups}", str(run.n_trajectories),
+                " ".join(f"{k}={v}" for k, v in sorted(run.by_status.items())),
+                f"{sum(rewards) / len(rewards):.3f}" if rewards else "-",
+            )
+    console.print(table)
+
+
+class StatusName(str, Enum):
+    ok = "ok"
+    truncated = "truncated"
+    policy_error = "policy_error"
+    env_error = "env_error"
+    infra_error = "infra_error"
+    aborted = "aborted"
+
+
+@runs_app.command("show")
+def show(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    store: StoreOpt = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+    n: Annotated[int, typer.Option("--n", min=0, help="Trajectories to print.")] = 3,
+    status: Annotated[StatusName | None, typer.Option(help="Only trajectories with this status.")] = None,
+    task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
+    rollout: Annotated[str | None, typer.Option(help="Only this rollout id.")] = None,
+    max_chars: Annotated[int, typer.Option(help="Cut each message to this many characters (0: never).")] = 2000,
+) -> None:
+    """Shows a run's per-task tallies, then its trajectories as readable conversations."""
+    (url,) = _stores(store, runs_dir, run_id)
+
+    async def fetch(s: TrajectoryStore) -> tuple[RunSummary, list[StoredTrajectory]]:
+        filters = dict(limit=n, task=task, rollout_id=rollout,
+                       status=RolloutStatus(status.value) if status else None)
+        return await s.run_summary(run_id), await s.trajectories(run_id, **filters)
+
+    summary, trajs = _with_store(url, fetch)
+    console.print(_summary_table(summary))
+    for stored in trajs:
+        _print_trajectory(stored, max_chars)
+
+
+def _summary_table(run: RunSummary) -> Table:
+    table = Table(Column("task", overflow="fold"), Column("env", overflow="fold"), "trajectories",
+                  Column("by status", overflow="fold"), "mean reward (ok+truncated)",
+                  title=f"run {run.run_id}: {run.status}, groups {run.n_groups_complete}/{run.n_groups} "
+                        f"complete, started {run.n_starts}x", title_justify="left")
+    for t in run.tasks:
+        table.add_row(t.task, t.env_id, str(t.n_trajectories),
+                      " ".join(f"{k}={v}" for k, v in sorted(t.by_status.items())),
+                      f"{t.mean_reward_ok:.3f}" if t.mean_reward_ok is not None else "-")
+    return table
+
+
+def _print_trajectory(stored: StoredTrajectory, max_chars: int) -> None:
+    traj = stored.trajectory
+    style = "green" if traj.status is RolloutStatus.ok else "yellow" if traj.status is RolloutStatus.truncated else "red"
+    console.rule(Text(f"{traj.rollout_id}  ·  {traj.instance_id}"))
+    head = Text.assemble(("status ", "bold"), (traj.status.value, style), ("  reward ", "bold"), f"{traj.reward:g}",
+                         ("  tokens ", "bold"), f"{traj.n_tokens} ({traj.n_generated_tokens} generated)")
+    if traj.reason:
+        head.append(f"\nreason: {traj.reason}", style=style)
+    console.print(head)
+    for message in traj.messages:
+        content = message.content
+        if max_chars and len(content) > max_chars:
+            content = content[:max_chars] + f"\n… ({len(message.content) - max_chars} more characters)"
+        console.print(Panel(Text(content), title=message.role, title_align="left",
+                            border_style=ROLE_STYLE.get(message.role, "white")))
+    timings = " ".join(f"{k}={v:.2f}" for k, v in sorted(traj.timings.items()) if isinstance(v, int | float))
+    console.print(Text(f"timings (s): {timings}", style="dim"))
+
+
+class Format(str, Enum):
+    jsonl = "jsonl"
+    parquet = "parquet"
+
+
+@runs_app.command("export")
+def export(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    out: Annotated[Path, typer.Argument(help="Output file.")],
+    fmt: Annotated[Format, typer.Option("--format", help="jsonl or parquet (both load with `datasets`).")] = Format.jsonl,
+    status: Annotated[list[StatusName] | None, typer.Option(help="Only these statuses (repeatable).")] = None,
+    store: StoreOpt = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Exports a run's trajectories, token-exact, to JSONL or parquet."""
+    (url,) = _stores(store, runs_dir, run_id)
+    statuses = [RolloutStatus(s.value) for s in status] if status else None
+    n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+    console.print(f"wrote {n} trajectories to {out}", highlight=False)

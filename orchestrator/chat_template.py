@@ -1,0 +1,125 @@
+"""The chat template as text deltas: what to append for a new message, a generation prompt, a turn end.
+
+The gateway never re-renders and re-tokenises the conversation: it renders the template only to
+learn the text a step adds, checks that the earlier rendering is an exact prefix of the new one
+(else :class:`ChatTemplateError`, naming the step), and tokenises only that delta.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymfleet.orchestrator.engines.errors import ChatTemplateError
+from gymfleet.orchestrator.records import Message
+
+PROBE_CONVERSATION = [
+    Message("system", "You solve tasks in a terminal."),
+    Message("user", "List the files."),
+    Message("assistant", "```bash\nls -la\n```"),
+    Message("tool", "total 0\ndrwxr-xr-x 2 root root 40 ."),
+    Message("assistant", "The directory is empty."),
+    Message("user", "Now create a.txt."),
+]
+"""Turns of the start-up check: system, user, assistant, tool, assistant, user."""
+
+
+class ChatTemplate:
+    """The tokenizer's chat template, used only through prefix-checked text deltas."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ChatTemplateError("the tokenizer has no chat template: pick an instruct model or set one")
+        self.tokenizer = tokenizer
+        self.eos_id = int(tokenizer.eos_token_id)
+        self.eos_text = tokenizer.decode([self.eos_id])
+
+    def render(self, messages: list[Message], add_generation_prompt: bool = False) -> str:
+        """The template's text for ``messages``."""
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a piece of rendered text (special tokens written in it are parsed)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Text of generated ids, without special tokens (the assistant message content)."""
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def message_delta(self, history: list[Message], message: Message) -> str:
+        """Text that appending ``message`` after ``history`` adds.
+
+        Raises:
+            ChatTemplateError: the template renders ``history`` differently once ``message`` follows.
+        """
+        before = self.render(history)
+        after = self.render([*history, message])
+        _require_prefix(before, after, f"appending a {message.role!r} message")
+        return after[len(before) :]
+
+    def generation_prompt(self, history: list[Message]) -> str:
+        """Text that opens the assistant's turn after ``history``."""
+        before = self.render(history)
+        after = self.render(history, add_generation_prompt=True)
+        _require_prefix(before, after, "adding the generation prompt")
+        return after[len(before) :]
+
+    def turn_end(self, history: list[Message], content: str, ended_with_eos: bool) -> str:
+        """Text after the generated tokens that closes the assistant turn (e.g. ``"\\n"`` after EOS).
+
+        Args:
+            history: the conversation before the assistant turn.
+            content: the generated text (special tokens removed).
+            ended_with_eos: whether the generated ids already end with the EOS token.
+        """
+        opened = self.render(history, add_generation_prompt=True) + content
+        closed = self.render([*history, Message("assistant", content)])
+        _require_prefix(opened, closed, "closing an assistant turn (the template alters its content)")
+        tail = closed[len(opened) :]
+        if ended_with_eos:
+            if not tail.startswith(self.eos_text):
+                raise ChatTemplateError(
+                    f"the template ends assistant turns with {tail!r}, not with the EOS token "
+                    f"{self.eos_text!r} the model stops on: use a template that closes turns with EOS"
+                )
+            tail = tail[len(self.eos_text) :]
+        return tail
+
+    def check_prefix_property(self) -> None:
+        """Start-up check: token ids built by appending deltas equal the full conversation's tokens.
+
+        Replays :data:`PROBE_CONVERSATION` the way the gateway builds sessions (assistant turns
+        as if generated, ending with EOS) and requires, after every turn, that the appended ids
+        equal the tokenisation of the whole rendering, so earlier tokens stay a bit-exact prefix.
+
+        Raises:
+            ChatTemplateError: with the step and the first differing text or token.
+        """
+        history = [PROBE_CONVERSATION[0]]
+        ids = self.encode(self.render(history))
+        for message in PROBE_CONVERSATION[1:]:
+            if message.role == "assistant":
+                ids += self.encode(self.generation_prompt(history)) + self.encode(message.content) + [self.eos_id]
+                ids += self.encode(self.turn_end(history, message.content, ended_with_eos=True))
+            else:
+                ids += self.encode(self.message_delta(history, message))
+            history.append(message)
+            expected = self.encode(self.render(history))
+            if ids != expected:
+                at = next((i for i, (a, b) in enumerate(zip(ids, expected)) if a != b), min(len(ids), len(expected)))
+                raise ChatTemplateError(
+                    f"after appending a {message.role!r} turn, the appended token ids differ from the "
+                    f"tokenised conversation at token {at} ({ids[at:at + 5]} vs {expected[at:at + 5]}): "
+                    "the template or tokenizer does not keep earlier tokens a bit-exact prefix"
+                )
+
+
+def _require_prefix(before: str, after: str, step: str) -> None:
+    if after.startswith(before):
+        return
+    at = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    raise ChatTemplateError(
+        f"the chat template is not append-only: {step} changes the earlier text at character {at} "
+        f"({before[at:at + 40]!r} became {after[at:at + 40]!r}). TITO needs earlier turns to render "
+        "identically; use a template that does not rewrite past turns"
+    )

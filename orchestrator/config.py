@@ -1,0 +1,204 @@
+"""The run config: one YAML file describing tasks, concurrency, staleness, policy and store.
+
+Loaded by :func:`load_run_config` with ``KEY.PATH=VALUE`` command-line overrides; the resolved
+config (every default filled in) is written into the run's row in the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.orchestrator.records import SamplingParams
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskConfig(_Strict):
+    """One task of the mix: an env, which instances, and how to sample them."""
+
+    env_id: str
+    """Registered env id (``gymfleet/Terminal-v0``), or ``module:env-id`` to import the module
+    that registers it first (Gymnasium's convention)."""
+    name: str = ""
+    """Short name in progress, metrics and the store; defaults to the env id."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the env constructor."""
+    instances: list[str] | None = None
+    """Instance ids to run, in order; None: every id the env lists (``instance_ids()``)."""
+    instances_file: Path | None = None
+    """A text file of instance ids, one a line (``#`` comments); used when ``instances`` is None."""
+    max_instances: int | None = Field(default=None, ge=1)
+    """Keep only the first N instances."""
+    weight: float = Field(default=1.0, ge=0.0)
+    """Share of completed rollouts, relative to the other tasks' weights (changeable live)."""
+    group_size: int = Field(default=4, ge=1)
+    """G, samples per instance (one GRPO group)."""
+    passes: int | None = Field(default=1, ge=1)
+    """Times over the instance list; None: forever (training)."""
+    max_in_flight: int | None = Field(default=None, ge=1)
+    """Per-task cap on concurrent rollouts (e.g. heavy sandboxes); None: only the global cap."""
+    max_turns: int = Field(default=30, ge=1)
+    """Agent turns before the rollout is cut (status truncated)."""
+    turn_timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds one turn (generation and env step) may take before the rollout is truncated."""
+    rollout_timeout_s: float = Field(default=1800.0, gt=0)
+    """Seconds a whole rollout (reset included) may take before it is truncated."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Attempts per sample when infrastructure fails (infra_error); then the failure is final."""
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    """Sampling settings of every turn."""
+
+    @property
+    def registered_id(self) -> str:
+        """The env id without its ``module:`` prefix (what trajectories record)."""
+        return self.env_id.rpartition(":")[2]
+
+    @model_validator(mode="after")
+    def _default_name(self) -> TaskConfig:
+        if not self.name:
+            self.name = self.env_id.rsplit(":", 1)[-1]
+        return self
+
+
+class PolicyConfig(_Strict):
+    """The policy the rollouts talk to: a gateway over one or more engines."""
+
+    kind: str = "embedded"
+    """Builder name: ``embedded`` (the TITO gateway over ``engines``), ``import`` (``factory``)."""
+    factory: str | None = None
+    """``module:callable`` returning a PolicyGateway (or an async context manager of one);
+    called with ``options`` as keyword arguments. Used when ``kind: import``."""
+    model: str | None = None
+    """Model name or path; None: the embedded SmolLM2-135M-Instruct."""
+    engines: list[dict[str, Any]] = Field(default_factory=list)
+    """Engine replicas behind the router: ``{kind: transformers, max_batch_size: 16, ...}``
+    (TransformersEngineConfig fields) or ``{kind: vllm, base_url: http://host:8000, model: NAME}``
+    (VLLMEngineConfig fields); empty: one in-process TransformersEngine."""
+    adapter: str | None = None
+    """A PEFT adapter folder to sample from (published as version ``options.adapter_version``,
+    default 1); None: the base model."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Builder-specific settings: ``router`` (RouterConfig fields), ``adapter_version``; for
+    ``kind: import``, the factory's keyword arguments."""
+
+
+class AutoMixConfig(_Strict):
+    """Automatic task mix: more share to tasks whose groups still disagree."""
+
+    enabled: bool = False
+    """Shift share toward tasks with non-zero reward variance within groups."""
+    floor: float = Field(default=0.1, ge=0.0, le=1.0)
+    """Each task keeps at least this fraction of its configured weight."""
+    window_groups: int = Field(default=32, ge=1)
+    """Recent complete groups per task the estimate looks at."""
+
+
+class ShutdownConfig(_Strict):
+    """What Ctrl-C / SIGTERM does to in-flight rollouts."""
+
+    mode: Literal["finish", "abort"] = "finish"
+    """finish: let in-flight rollouts end (until the deadline); abort: cancel them at once."""
+    deadline_s: float = Field(default=60.0, ge=0.0)
+    """Seconds to wait for in-flight rollouts; the rest are aborted (sandboxes released)."""
+
+
+class RunConfig(_Strict):
+    """A whole run, loaded from one YAML file."""
+
+    run_id: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9._-]+$")
+    """Names the run; starting a config with an existing run id resumes that run."""
+    store: str = "runs/{run_id}/store.db"
+    """Store URL (``sqlite:///``, a path, or ``postgresql://``); ``{run_id}`` is filled in."""
+    max_in_flight: int = Field(default=1024, ge=1)
+    """Global cap on concurrent rollouts."""
+    max_staleness: int | None = Field(default=None, ge=0)
+    """Stop admitting while the oldest in-flight rollout's policy version lags the newest
+    published adapter by more than this; None: no bound."""
+    quarantine_after: int = Field(default=5, ge=1)
+    """Consecutive infra_error rollouts of a task that quarantine it."""
+    auto_mix: AutoMixConfig = Field(default_factory=AutoMixConfig)
+    shutdown: ShutdownConfig = Field(default_factory=ShutdownConfig)
+    metrics_path: str = "runs/{run_id}/metrics.jsonl"
+    """Metrics snapshots, one JSON object a line; ``{run_id}`` is filled in."""
+    metrics_interval_s: float = Field(default=5.0, gt=0)
+    """Seconds between metrics snapshots (and config re-reads for live weight changes)."""
+    seed: int = 0
+    """Base seed; each rollout's sampling seed derives from it and the rollout id."""
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    tasks: list[TaskConfig] = Field(..., min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_task_names(self) -> RunConfig:
+        names = [t.name for t in self.tasks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"task names must be unique, repeated: {dupes}; set `name:` on each")
+        if not any(t.weight > 0 for t in self.tasks):
+            raise ValueError("at least one task needs weight > 0")
+        self.store = self.store.format(run_id=self.run_id)
+        self.metrics_path = self.metrics_path.format(run_id=self.run_id)
+        return self
+
+    def task(self, name: str) -> TaskConfig:
+        """The task called ``name``."""
+        return next(t for t in self.tasks if t.name == name)
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Applies one ``a.b.0.c=VALUE`` override in place (VALUE parsed as YAML).
+
+    Raises:
+        ConfigError: not KEY=VALUE, or a path through something that is not a mapping or list.
+    """
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {override!r}: write KEY.PATH=VALUE, e.g. tasks.0.weight=2")
+    parts = key.split(".")
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"override {override!r}: {part!r} is not an index of a {len(node)}-item list")
+            if last:
+                node[int(part)] = yaml.safe_load(raw)
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = yaml.safe_load(raw)
+            node = node.setdefault(part, {})
+        else:
+            raise ConfigError(f"override {override!r}: {'.'.join(parts[:i])} is not a mapping or list")
+
+
+def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Reads a run config from YAML, applies overrides, and validates it.
+
+    The run id defaults to the file's stem.
+
+    Raises:
+        ConfigError: unreadable file, bad YAML, or a field that does not validate (the message
+            lists each bad field).
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read run config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"run config {path}: expected a mapping at the top level")
+    data.setdefault("run_id", path.stem)
+    for override in overrides or []:
+        apply_override(data, override)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"run config {path}: {problems}") from exc

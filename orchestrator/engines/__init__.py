@@ -1,0 +1,1 @@
+"""Inference engines behind one Protocol: the embedded TransformersEngine and the VLLMEngine HTTP client."""

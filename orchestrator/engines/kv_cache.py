@@ -1,0 +1,68 @@
+"""Per-session KV caches of one replica, keyed by routing key, with an LRU bound."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SessionCache:
+    """The keys and values of one session's conversation so far.
+
+    Attributes:
+        token_ids: the L token ids whose keys/values are held.
+        adapter: adapter that computed them (None = base model); another adapter misses.
+        layers: per layer ``(keys, values)``, each of shape ``(1, H_kv, L, D)``.
+    """
+
+    token_ids: list[int]
+    adapter: str | None
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+
+    def usable_prefix(self, prompt_ids: list[int], adapter: str | None) -> int:
+        """How many leading prompt tokens this cache can serve (0 on adapter mismatch).
+
+        At least one prompt token is always left to prefill, since its logits start decoding.
+        """
+        if adapter != self.adapter:
+            return 0
+        limit = min(len(self.token_ids), len(prompt_ids) - 1)
+        n = 0
+        while n < limit and self.token_ids[n] == prompt_ids[n]:
+            n += 1
+        return n
+
+
+class SessionCacheStore:
+    """LRU map routing key -> :class:`SessionCache`; the oldest session is evicted first."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self._entries: OrderedDict[str, SessionCache] = OrderedDict()
+
+    def get(self, key: str | None) -> SessionCache | None:
+        """The session's cache, marked most recently used; None when absent."""
+        if key is None or key not in self._entries:
+            return None
+        self._entries.move_to_end(key)
+        return self._entries[key]
+
+    def put(self, key: str | None, entry: SessionCache) -> None:
+        """Stores a session's cache, evicting the least recently used beyond ``max_sessions``."""
+        if key is None or self.max_sessions <= 0:
+            return
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_sessions:
+            self._entries.popitem(last=False)
+
+    def drop_adapter(self, adapter: str) -> None:
+        """Forgets every cache computed with ``adapter`` (called when it is unloaded)."""
+        for key in [k for k, e in self._entries.items() if e.adapter == adapter]:
+            del self._entries[key]
+
+    def __len__(self) -> int:
+        return len(self._entries)

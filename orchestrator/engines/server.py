@@ -1,0 +1,145 @@
+"""The HTTP app of ``gymfleet serve``: a TransformersEngine behind the vLLM API subset of VLLMEngine.
+
+Routes (same shapes as vLLM's OpenAI-compatible server): ``POST /v1/completions`` (token-id
+prompts, logprobs, tokens as ``"token_id:<id>"``), ``POST /v1/load_lora_adapter``,
+``POST /v1/unload_lora_adapter``, ``GET /v1/models``, ``GET /health``. Errors come back as
+``{"error": {"message", "type", "param", "code"}}`` with status 400 (bad request, too-long prompt,
+adapter load failure) or 404 (unknown model/adapter).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
+from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
+from gymfleet.orchestrator.engines.vllm import SESSION_HEADER, TOKEN_ID_PREFIX
+from gymfleet.orchestrator.records import SamplingParams
+
+
+class CompletionRequest(BaseModel):
+    """The subset of vLLM's completion request that gymfleet serve honours."""
+
+    model: str
+    prompt: list[int] = Field(min_length=1)
+    max_tokens: int = Field(16, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int | None = None
+    stop: list[str] | str | None = None
+    logprobs: int | None = None
+    return_tokens_as_token_ids: bool = False
+    include_stop_str_in_output: bool = False
+
+
+class LoadLoRARequest(BaseModel):
+    lora_name: str
+    lora_path: str
+
+
+class UnloadLoRARequest(BaseModel):
+    lora_name: str
+
+
+def error_response(status: int, message: str, kind: str) -> JSONResponse:
+    """A vLLM-shaped error body."""
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status_code=status)
+
+
+def build_app(engine: TransformersEngine, served_model_name: str) -> Starlette:
+    """The ASGI app serving ``engine`` under the base model name ``served_model_name``."""
+
+    async def completions(request: Request) -> Response:
+        try:
+            body = CompletionRequest.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return error_response(400, f"invalid completion request: {exc}", "BadRequestError")
+        adapter = None if body.model == served_model_name else body.model
+        if adapter is not None and adapter not in engine.adapters:
+            return error_response(404, f"The model `{body.model}` does not exist.", "NotFoundError")
+        stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
+        sampling = SamplingParams(
+            temperature=body.temperature, top_p=body.top_p, max_new_tokens=body.max_tokens, stop=stop, seed=body.seed
+        )
+        try:
+            generation = await engine.generate(body.prompt, sampling, adapter, request.headers.get(SESSION_HEADER))
+        except ContextLengthError as exc:
+            return error_response(400, str(exc), "BadRequestError")
+        except UnknownAdapterError as exc:
+            return error_response(404, str(exc), "NotFoundError")
+        return JSONResponse(_completion_body(engine, body, generation))
+
+    async def load_lora_adapter(request: Request) -> Response:
+        try:
+            body = LoadLoRARequest.model_validate(await request.json())
+            await engine.load_adapter(body.lora_name, body.lora_path)
+        except (ValidationError, ValueError, AdapterError) as exc:
+            return error_response(400, str(exc), "BadRequestError")
+        return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
+
+    async def unload_lora_adapter(request: Request) -> Response:
+        try:
+            body = UnloadLoRARequest.model_validate(await request.json())
+            await engine.unload_adapter(body.lora_name)
+        except (ValidationError, ValueError) as exc:
+            return error_response(400, str(exc), "BadRequestError")
+        except UnknownAdapterError as exc:
+            return error_response(404, str(exc), "NotFoundError")
+        return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
+
+    async def models(request: Request) -> Response:
+        names = [served_model_name, *engine.adapters]
+        data = [{"id": n, "object": "model", "owned_by": "gymfleet", "parent": None if n == served_model_name else served_model_name} for n in names]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200 if await engine.health() else 503)
+
+    routes = [
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
+        Route("/v1/unload_lora_adapter", unload_lora_adapter, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _completion_body(engine: TransformersEngine, body: CompletionRequest, generation: Any) -> dict[str, Any]:
+    tokenizer = engine.tokenizer
+    if body.return_tokens_as_token_ids:
+        tokens = [f"{TOKEN_ID_PREFIX}{t}" for t in generation.token_ids]
+    else:
+        tokens = [tokenizer.decode([t]) for t in generation.token_ids]
+    logprobs = None
+    if body.logprobs is not None:
+        top = [{tok: lp} for tok, lp in zip(tokens, generation.logprobs)]
+        logprobs = {"text_offset": None, "token_logprobs": generation.logprobs, "tokens": tokens, "top_logprobs": top}
+    n_out = len(generation.token_ids)
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": body.model,
+        "choices": [{
+            "index": 0,
+            "text": tokenizer.decode(generation.token_ids, skip_special_tokens=True),
+            "logprobs": logprobs,
+            "finish_reason": generation.finish_reason,
+            "stop_reason": None,
+        }],
+        "usage": {
+            "prompt_tokens": generation.n_prompt_tokens,
+            "completion_tokens": n_out,
+            "total_tokens": generation.n_prompt_tokens + n_out,
+            "prompt_tokens_details": {"cached_tokens": generation.n_cached_tokens},
+        },
+    }

@@ -1,0 +1,234 @@
+"""TransformersEngine: the embedded in-process engine (micro-batching, session KV caches, LoRA adapters)."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+
+from gymfleet.orchestrator.engines.adapters import adapter_version
+from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner
+from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
+from gymfleet.orchestrator.engines.kv_cache import SessionCacheStore
+from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
+from gymfleet.orchestrator.records import Generation, SamplingParams
+
+
+class TransformersEngineConfig(BaseModel):
+    """Settings of one in-process engine replica."""
+
+    name: str = "local"
+    """Replica name, reported in every Generation."""
+    source: ModelSource = Field(default_factory=ModelSource)
+    """Which weights to load."""
+    max_batch_size: int = Field(16, ge=1)
+    """Most requests sharing one forward pass."""
+    batch_window_ms: float = Field(5.0, ge=0.0)
+    """How long the first queued request waits for others to join its batch."""
+    max_cached_sessions: int = Field(256, ge=0)
+    """Sessions whose KV cache is kept (LRU); 0 disables session caching."""
+    max_context_tokens: int | None = None
+    """Context window in tokens; None = the model's ``max_position_embeddings``."""
+    max_adapters: int = Field(8, ge=0)
+    """Most LoRA adapters loaded at once; loading more fails (free one with unload first)."""
+    n_threads: int | None = None
+    """torch intra-op threads; None keeps torch's default."""
+
+
+@dataclass
+class _Pending:
+    row: BatchRow
+    future: asyncio.Future[None]
+
+
+@dataclass
+class EngineStats:
+    """Counters since start-up, for benchmarks and logs."""
+
+    n_prefilled_tokens: int = 0
+    n_generated_tokens: int = 0
+    n_forward_passes: int = 0
+    n_batches: int = 0
+
+
+class TransformersEngine:
+    """An :class:`~gymfleet.orchestrator.protocols.Engine` running a transformers model in-process.
+
+    Concurrent ``generate`` calls arriving within ``batch_window_ms`` share forward passes
+    (static batching: a batch decodes until all its rows finish; later requests form the next
+    batch). Each routing key's KV cache is kept, so the next turn of a rollout prefills only the
+    tokens beyond the cached prefix. Adapters are peft LoRA adapters, several loaded at once,
+    mixed in one batch (peft ``adapter_names``). The model runs in one worker thread, so the
+    event loop never blocks. Logprobs follow :mod:`gymfleet.orchestrator.engines.logprobs`
+    (after temperature and top-p; greedy reports temperature-1 logprobs).
+
+    Use as an async context manager (or call :meth:`aclose`).
+    """
+
+    def __init__(self, config: TransformersEngineConfig, model: Any = None, tokenizer: Any = None) -> None:
+        self.config = config
+        self.name = config.name
+        if config.n_threads:
+            torch.set_num_threads(config.n_threads)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(config.source)
+        self.model = model if model is not None else load_model(config.source)
+        self.max_context_tokens = config.max_context_tokens or int(self.model.config.max_position_embeddings)
+        eos = {self.tokenizer.eos_token_id} | set(_as_list(self.model.generation_config.eos_token_id))
+        self.caches = SessionCacheStore(config.max_cached_sessions)
+        self.runner = BatchRunner(self.model, self.tokenizer, self.caches, {e for e in eos if e is not None})
+        self.adapters: dict[str, str] = {}
+        self.stats = EngineStats()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"engine-{self.name}")
+        self._queue: asyncio.Queue[_Pending] | None = None
+        self._batcher: asyncio.Task[None] | None = None
+        self._seedless = torch.Generator().manual_seed(0)
+
+    async def __aenter__(self) -> TransformersEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stops the batcher and the worker thread; pending requests are cancelled."""
+        if self._batcher is not None:
+            self._batcher.cancel()
+            await asyncio.gather(self._batcher, return_exceptions=True)
+            self._batcher = None
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        adapter: str | None = None,
+        routing_key: str | None = None,
+    ) -> Generation:
+        """Samples one continuation of ``prompt_ids``.
+
+        Raises:
+            ContextLengthError: the prompt leaves no room for one new token.
+            UnknownAdapterError: ``adapter`` is not loaded.
+        """
+        if not prompt_ids:
+            raise ContextLengthError("empty prompt: pass at least one token id")
+        room = self.max_context_tokens - len(prompt_ids)
+        if room < 1:
+            raise ContextLengthError(
+                f"prompt of {len(prompt_ids)} tokens does not fit the context window of "
+                f"{self.max_context_tokens} tokens: shorten the conversation or end the rollout"
+            )
+        if adapter is not None and adapter not in self.adapters:
+            raise UnknownAdapterError(
+                f"adapter {adapter!r} is not loaded on replica {self.name!r} "
+                f"(loaded: {sorted(self.adapters)}): load it first"
+            )
+        generator = torch.Generator().manual_seed(sampling.seed) if sampling.seed is not None else self._seedless
+        row = BatchRow(list(prompt_ids), sampling, adapter, routing_key, min(sampling.max_new_tokens, room), generator)
+        pending = _Pending(row, asyncio.get_running_loop().create_future())
+        self._ensure_batcher().put_nowait(pending)
+        await pending.future
+        return Generation(
+            token_ids=row.token_ids, logprobs=row.logprobs, finish_reason=row.finish_reason or "length",
+            adapter_version=adapter_version(adapter), replica=self.name,
+            n_prompt_tokens=len(row.prompt_ids), n_cached_tokens=row.n_cached,
+        )
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        """Loads a peft LoRA adapter under ``name``.
+
+        Raises:
+            AdapterError: already loaded, too many adapters, or the files do not load.
+        """
+        if name in self.adapters:
+            raise AdapterError(f"adapter {name!r} is already loaded on {self.name!r}: unload it first")
+        if len(self.adapters) >= self.config.max_adapters:
+            raise AdapterError(
+                f"replica {self.name!r} already holds {len(self.adapters)} adapters (max_adapters="
+                f"{self.config.max_adapters}): unload an old version first"
+            )
+        try:
+            await self._in_worker(self._load_adapter_sync, name, path)
+        except Exception as exc:
+            raise AdapterError(f"loading adapter {name!r} from {path!r} on {self.name!r} failed: {exc}") from exc
+        self.adapters[name] = path
+
+    async def unload_adapter(self, name: str) -> None:
+        """Unloads an adapter and forgets the caches it computed.
+
+        Raises:
+            UnknownAdapterError: ``name`` is not loaded.
+        """
+        if name not in self.adapters:
+            raise UnknownAdapterError(f"adapter {name!r} is not loaded on {self.name!r}")
+        await self._in_worker(self._unload_adapter_sync, name)
+        del self.adapters[name]
+
+    async def health(self) -> bool:
+        """True while the batcher is alive (or not yet started)."""
+        return self._batcher is None or not self._batcher.done()
+
+    def _load_adapter_sync(self, name: str, path: str) -> None:
+        from peft import PeftModel
+
+        if isinstance(self.model, PeftModel):
+            self.model.load_adapter(path, adapter_name=name)
+        else:
+            self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name)
+            self.model.eval()
+            self.runner.model = self.model
+        self.runner.uses_adapters = True
+
+    def _unload_adapter_sync(self, name: str) -> None:
+        self.model.delete_adapter(name)
+        self.caches.drop_adapter(name)
+
+    async def _in_worker(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _ensure_batcher(self) -> asyncio.Queue[_Pending]:
+        if self._queue is None or self._batcher is None:
+            self._queue = asyncio.Queue()
+            self._batcher = asyncio.get_running_loop().create_task(self._batch_loop(self._queue))
+        return self._queue
+
+    async def _batch_loop(self, queue: asyncio.Queue[_Pending]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await queue.get()]
+            deadline = loop.time() + self.config.batch_window_ms / 1000
+            while len(batch) < self.config.max_batch_size:
+                try:
+                    batch.append(await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time())))
+                except TimeoutError:
+                    break
+            batch = [p for p in batch if not p.future.done()]
+            if batch:
+                await self._run_batch(batch)
+
+    async def _run_batch(self, batch: list[_Pending]) -> None:
+        try:
+            stats = await self._in_worker(self.runner.run, [p.row for p in batch])
+        except Exception as exc:  # a failed batch fails its requests, never the batcher
+            for p in batch:
+                if not p.future.done():
+                    p.future.set_exception(exc)
+            return
+        self.stats.n_batches += 1
+        self.stats.n_forward_passes += stats.n_forward_passes
+        self.stats.n_prefilled_tokens += stats.n_prefilled_tokens
+        self.stats.n_generated_tokens += sum(len(p.row.token_ids) for p in batch)
+        for p in batch:
+            if not p.future.done():
+                p.future.set_result(None)
+
+
+def _as_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [int(value)]
+

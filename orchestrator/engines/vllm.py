@@ -1,0 +1,195 @@
+"""VLLMEngine: the only module that speaks vLLM's OpenAI-compatible HTTP API.
+
+It needs a server started as::
+
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve MODEL --enable-lora \
+        --logprobs-mode processed_logprobs --enable-prompt-tokens-details
+
+``processed_logprobs`` makes vLLM report logprobs after temperature and top-p, the quantity
+defined in :mod:`gymfleet.orchestrator.engines.logprobs` (vLLM's default, ``raw_logprobs``, is
+before temperature and would bias the learner's importance ratio). ``gymfleet serve`` speaks the
+same subset, so this client is tested against it.
+
+Endpoints used (vLLM docs, "OpenAI-Compatible Server" and "LoRA Adapters / Dynamically serving
+LoRA Adapters"):
+
+* ``POST /v1/completions`` with ``prompt`` as a list of token ids, ``model`` = base model or a
+  loaded LoRA name, ``logprobs`` and ``return_tokens_as_token_ids`` (tokens come back as
+  ``"token_id:<id>"``), ``include_stop_str_in_output`` (the stop text is kept, as in
+  :class:`~gymfleet.orchestrator.records.SamplingParams`).
+* ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}``; ``POST /v1/unload_lora_adapter``
+  ``{"lora_name"}``.
+* ``GET /health``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+from gymfleet.orchestrator.engines.adapters import adapter_version
+from gymfleet.orchestrator.engines.errors import (
+    AdapterError,
+    ContextLengthError,
+    ReplicaServerError,
+    ReplicaTimeoutError,
+    ReplicaUnavailableError,
+    RequestError,
+    UnknownAdapterError,
+)
+from gymfleet.orchestrator.records import Generation, SamplingParams
+
+SESSION_HEADER = "X-Gymfleet-Session"
+"""Carries the routing key; vLLM ignores it (its prefix cache needs no key), gymfleet serve uses it."""
+TOKEN_ID_PREFIX = "token_id:"
+
+
+class VLLMEngineConfig(BaseModel):
+    """Where one vLLM (or ``gymfleet serve``) replica listens."""
+
+    base_url: str
+    """e.g. ``http://127.0.0.1:8000`` (no ``/v1``)."""
+    model: str
+    """The served base model name (``--served-model-name`` or the model path)."""
+    name: str | None = None
+    """Replica name; defaults to ``base_url``."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Limit of one completion request; a hanging replica fails after it."""
+    connect_timeout_s: float = Field(5.0, gt=0)
+    """Limit for opening a connection."""
+    adapter_timeout_s: float = Field(120.0, gt=0)
+    """Limit of one adapter load or unload."""
+    health_timeout_s: float = Field(5.0, gt=0)
+    """Limit of one health check."""
+
+
+class VLLMEngine:
+    """An :class:`~gymfleet.orchestrator.protocols.Engine` that is the HTTP client of one replica.
+
+    Every HTTP status is checked: 400 on a too-long prompt raises ContextLengthError, 404 on an
+    unknown model raises UnknownAdapterError, other 4xx RequestError, 5xx ReplicaServerError;
+    timeouts raise ReplicaTimeoutError and connection failures ReplicaUnavailableError.
+    Use as an async context manager (or call :meth:`aclose`).
+    """
+
+    def __init__(self, config: VLLMEngineConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.name = config.name or config.base_url
+        timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
+        self._client = httpx.AsyncClient(base_url=config.base_url, timeout=timeout, transport=transport)
+
+    async def __aenter__(self) -> VLLMEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the connection pool."""
+        await self._client.aclose()
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        adapter: str | None = None,
+        routing_key: str | None = None,
+    ) -> Generation:
+        """Sends one token-id completion request; see the class docstring for errors."""
+        body: dict[str, Any] = {
+            "model": adapter or self.config.model,
+            "prompt": list(prompt_ids),
+            "max_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "logprobs": 1,
+            "return_tokens_as_token_ids": True,
+            "include_stop_str_in_output": True,
+        }
+        if sampling.stop:
+            body["stop"] = sampling.stop
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        headers = {SESSION_HEADER: routing_key} if routing_key else {}
+        response = await self._request("POST", "/v1/completions", json=body, headers=headers)
+        if response.status_code == 404:
+            raise UnknownAdapterError(f"{self.name}: {_error_message(response)} (load the adapter first)")
+        if response.status_code == 400 and "context" in _error_message(response).lower():
+            raise ContextLengthError(f"{self.name}: {_error_message(response)}")
+        _raise_for_status(self.name, response)
+        return self._parse_completion(response, adapter)
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        """``POST /v1/load_lora_adapter``. Raises AdapterError when the replica refuses."""
+        body = {"lora_name": name, "lora_path": path}
+        response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.config.adapter_timeout_s)
+        if response.status_code != 200:
+            raise AdapterError(f"{self.name}: loading {name!r} failed ({response.status_code}): {_error_message(response)}")
+
+    async def unload_adapter(self, name: str) -> None:
+        """``POST /v1/unload_lora_adapter``. Raises UnknownAdapterError (404) or AdapterError."""
+        body = {"lora_name": name}
+        response = await self._request("POST", "/v1/unload_lora_adapter", json=body, timeout=self.config.adapter_timeout_s)
+        if response.status_code == 404:
+            raise UnknownAdapterError(f"{self.name}: {_error_message(response)}")
+        if response.status_code != 200:
+            raise AdapterError(f"{self.name}: unloading {name!r} failed ({response.status_code}): {_error_message(response)}")
+
+    async def health(self) -> bool:
+        """``GET /health``: True on 200, False on any other status or failure."""
+        try:
+            response = await self._request("GET", "/health", timeout=self.config.health_timeout_s)
+        except (ReplicaTimeoutError, ReplicaUnavailableError, ReplicaServerError):
+            return False
+        return response.status_code == 200
+
+    async def _request(self, method: str, url: str, timeout: float | None = None, **kwargs: Any) -> httpx.Response:
+        if timeout is not None:
+            kwargs["timeout"] = httpx.Timeout(timeout, connect=self.config.connect_timeout_s)
+        try:
+            return await self._client.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ReplicaTimeoutError(f"{self.name}: no answer to {method} {url} in time ({exc!r})") from exc
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise ReplicaUnavailableError(f"{self.name}: {method} {url} failed: {exc!r}") from exc
+
+    def _parse_completion(self, response: httpx.Response, adapter: str | None) -> Generation:
+        try:
+            payload = response.json()
+            choice = payload["choices"][0]
+            tokens = choice["logprobs"]["tokens"]
+            token_ids = [int(t.removeprefix(TOKEN_ID_PREFIX)) for t in tokens]
+            logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+            usage = payload.get("usage") or {}
+            details = usage.get("prompt_tokens_details") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ReplicaServerError(f"{self.name}: malformed completion answer: {exc!r}") from exc
+        return Generation(
+            token_ids=token_ids, logprobs=logprobs, finish_reason=choice.get("finish_reason") or "length",
+            adapter_version=adapter_version(adapter), replica=self.name,
+            n_prompt_tokens=int(usage.get("prompt_tokens", 0)), n_cached_tokens=int(details.get("cached_tokens") or 0),
+        )
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The message of a vLLM error body (``{"error": {"message"}}`` or ``{"message"}``), else the text."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        if "message" in payload:
+            return str(payload["message"])
+    return response.text[:500]
+
+
+def _raise_for_status(name: str, response: httpx.Response) -> None:
+    if response.status_code >= 500:
+        raise ReplicaServerError(f"{name}: HTTP {response.status_code}: {_error_message(response)}")
+    if response.status_code != 200:
+        raise RequestError(f"{name}: HTTP {response.status_code}: {_error_message(response)}")

@@ -1,0 +1,136 @@
+"""Gateway (TITO): owns tokenizer and chat template, keeps each rollout as token ids, stamps versions.
+
+Each turn's prompt is the exact token ids of the conversation so far plus the new messages'
+tokens; generated ids and their logprobs come from the engine and are never re-tokenised.
+Environment tokens get loss mask 0, logprob 0 and version -1 (DESIGN.md, Trajectory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from gymfleet.orchestrator.chat_template import ChatTemplate
+from gymfleet.orchestrator.engines.adapters import adapter_name
+from gymfleet.orchestrator.protocols import Engine
+from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
+
+
+class GatewayConfig(BaseModel):
+    """Settings of the policy gateway."""
+
+    run_id: str = "run"
+    """Training run whose adapters are served; adapter names are ``<run_id>-v000012``."""
+    keep_versions: int = Field(2, ge=1)
+    """Adapter versions kept loaded; older ones are unloaded after a publish."""
+
+
+class Session:
+    """One rollout's conversation as token ids (a :class:`~gymfleet.orchestrator.protocols.PolicySession`)."""
+
+    def __init__(self, gateway: Gateway, rollout_id: str, messages: list[Message]) -> None:
+        self.rollout_id = rollout_id
+        self._gateway = gateway
+        self._template = gateway.template
+        self.messages: list[Message] = []
+        self.token_ids: list[int] = []
+        self.loss_mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.versions: list[int] = []
+        self.generations: list[Any] = []
+        first = list(messages)
+        if first:
+            self._append_env(self._template.encode(self._template.render(first)))
+            self.messages = first
+
+    async def generate(self, sampling: SamplingParams) -> str:
+        """Samples the assistant's reply; appends its ids (mask 1), logprobs and version; returns its text.
+
+        Raises:
+            InferenceError: from the engine (ContextLengthError, NoReplicaError, ...); the
+                conversation is left as it was before the call.
+        """
+        template = self._template
+        prompt_ids = self.token_ids + template.encode(template.generation_prompt(self.messages))
+        generation = await self._gateway.engine.generate(
+            prompt_ids, sampling, adapter=self._gateway.adapter, routing_key=self.rollout_id
+        )
+        self._append_env(prompt_ids[len(self.token_ids) :])
+        self.token_ids += generation.token_ids
+        self.loss_mask += [1] * len(generation.token_ids)
+        self.logprobs += list(generation.logprobs)
+        self.versions += [generation.adapter_version] * len(generation.token_ids)
+        self.generations.append(generation)
+        content = template.decode(generation.token_ids)
+        ended_with_eos = bool(generation.token_ids) and generation.token_ids[-1] == template.eos_id
+        self._append_env(template.encode(template.turn_end(self.messages, content, ended_with_eos)))
+        self.messages.append(Message("assistant", content))
+        return content
+
+    def add_message(self, role: str, content: str) -> None:
+        """Appends an environment message's tokens (loss mask 0)."""
+        message = Message(role, content)
+        self._append_env(self._template.encode(self._template.message_delta(self.messages, message)))
+        self.messages.append(message)
+
+    def to_trajectory(self, run_id: str, group_id: str, env_id: str, instance_id: str) -> Trajectory:
+        """The token-exact record of the rollout so far (reward and status set by the caller)."""
+        return Trajectory(
+            rollout_id=self.rollout_id, run_id=run_id, group_id=group_id, env_id=env_id, instance_id=instance_id,
+            token_ids=np.asarray(self.token_ids, np.int32), loss_mask=np.asarray(self.loss_mask, np.uint8),
+            logprobs=np.asarray(self.logprobs, np.float32), versions=np.asarray(self.versions, np.int32),
+            messages=list(self.messages),
+        )
+
+    def _append_env(self, ids: list[int]) -> None:
+        self.token_ids += ids
+        self.loss_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.versions += [-1] * len(ids)
+
+
+class Gateway:
+    """The :class:`~gymfleet.orchestrator.protocols.PolicyGateway` over an Engine (usually a Router).
+
+    Raises:
+        ChatTemplateError: at construction, when the tokenizer's chat template does not keep
+            earlier tokens a bit-exact prefix (the message says where it breaks).
+    """
+
+    def __init__(self, tokenizer: Any, engine: Engine, config: GatewayConfig | None = None) -> None:
+        self.config = config or GatewayConfig()
+        self.template = ChatTemplate(tokenizer)
+        self.template.check_prefix_property()
+        self.engine = engine
+        self.adapter: str | None = None
+        self._version = 0
+        self._loaded: list[str] = []
+
+    def open_session(self, rollout_id: str, messages: list[Message]) -> Session:
+        """A new conversation holding the system prompt and first observation."""
+        return Session(self, rollout_id, messages)
+
+    @property
+    def policy_version(self) -> int:
+        """The newest adapter version served (0 = base model)."""
+        return self._version
+
+    async def publish_adapter(self, version: int, path: str) -> str:
+        """Loads adapter ``version`` on every replica and serves it to later turns.
+
+        Returns:
+            The adapter name (``<run_id>-v000012``).
+
+        Raises:
+            AdapterPublishError: some replica failed; the version is not published (the
+                previous one keeps being served).
+        """
+        name = adapter_name(self.config.run_id, version)
+        await self.engine.load_adapter(name, path)
+        self.adapter, self._version = name, version
+        self._loaded.append(name)
+        while len(self._loaded) > self.config.keep_versions:
+            await self.engine.unload_adapter(self._loaded.pop(0))
+        return name

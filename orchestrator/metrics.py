@@ -1,0 +1,38 @@
+"""Appends run metrics to a JSONL file, one snapshot a line, flushed as written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+
+class MetricsWriter:
+    """Appends JSON lines to ``path`` (created with its folder); a context manager.
+
+    Args:
+        path: the JSONL file; a restarted run appends to the same file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: IO[str] | None = None
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def write(self, event: str, payload: dict[str, Any]) -> None:
+        """Writes ``{"event": event, **payload}`` as one line."""
+        if self._file is None:
+            raise RuntimeError("MetricsWriter is not open: use it as a context manager")
+        self._file.write(json.dumps({"event": event, **payload}, default=str) + "\n")
+        self._file.flush()

@@ -1,0 +1,123 @@
+"""Live run statistics: counters per task, a rich table for people, snapshots for the metrics file."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+
+THROUGHPUT_WINDOW_S = 60.0
+FAILURES = (RolloutStatus.policy_error, RolloutStatus.env_error, RolloutStatus.infra_error)
+
+
+@dataclass
+class TaskStats:
+    """Counters of one task."""
+
+    name: str
+    weight: float = 0.0
+    in_flight: int = 0
+    by_status: Counter[str] = field(default_factory=Counter)
+    reward_sum: float = 0.0
+    n_rewarded: int = 0
+    recent: deque[float] = field(default_factory=deque)
+    """Completion times (monotonic seconds) within the throughput window."""
+    quarantined: str | None = None
+    last_failure: str = ""
+
+    @property
+    def completed(self) -> int:
+        return sum(self.by_status.values())
+
+    def throughput_per_s(self, now: float) -> float:
+        """Completed rollouts per second over the last minute (or since the first completion)."""
+        while self.recent and self.recent[0] < now - THROUGHPUT_WINDOW_S:
+            self.recent.popleft()
+        if not self.recent:
+            return 0.0
+        return len(self.recent) / max(min(THROUGHPUT_WINDOW_S, now - self.recent[0]), 1.0)
+
+
+@dataclass
+class RunStats:
+    """Counters of a whole run, updated by the scheduler as rollouts start and end."""
+
+    run_id: str
+    tasks: dict[str, TaskStats] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.monotonic)
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    paused: str = ""
+    """Why admission is paused (staleness, shutdown), empty when it is not."""
+    policy_version: int = 0
+
+    def started(self, task: str) -> None:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self.tasks[task].in_flight += 1
+
+    def finished(self, task: str, traj: Trajectory) -> None:
+        stats = self.tasks[task]
+        self.in_flight -= 1
+        stats.in_flight -= 1
+        stats.by_status[traj.status.value] += 1
+        stats.recent.append(time.monotonic())
+        if traj.status in (RolloutStatus.ok, RolloutStatus.truncated):
+            stats.reward_sum += traj.reward
+            stats.n_rewarded += 1
+        if traj.status in FAILURES:
+            stats.last_failure = traj.reason
+
+    @property
+    def completed(self) -> int:
+        return sum(t.completed for t in self.tasks.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready snapshot (one line of the metrics file)."""
+        now = time.monotonic()
+        return {
+            "time": time.time(),
+            "run_id": self.run_id,
+            "elapsed_s": round(now - self.started_at, 3),
+            "in_flight": self.in_flight,
+            "completed": self.completed,
+            "paused": self.paused,
+            "policy_version": self.policy_version,
+            "tasks": {
+                name: {
+                    "weight": t.weight,
+                    "in_flight": t.in_flight,
+                    "completed": t.completed,
+                    "by_status": dict(t.by_status),
+                    "throughput_per_s": round(t.throughput_per_s(now), 4),
+                    "mean_reward": t.reward_sum / t.n_rewarded if t.n_rewarded else None,
+                    "quarantined": t.quarantined,
+                }
+                for name, t in self.tasks.items()
+            },
+        }
+
+    def __rich__(self) -> Group:
+        now = time.monotonic()
+        table = Table(title=f"run {self.run_id}", title_justify="left")
+        for col in ("task", "weight", "in flight", "completed", "per min", "reward", "failures", "last failure"):
+            table.add_column(col, justify="left" if col in ("task", "last failure") else "right")
+        for t in self.tasks.values():
+            failures = sum(t.by_status[s.value] for s in FAILURES)
+            name = f"{t.name} [red](quarantined)[/]" if t.quarantined else t.name
+            reward = f"{t.reward_sum / t.n_rewarded:.3f}" if t.n_rewarded else "-"
+            table.add_row(name, f"{t.weight:g}", str(t.in_flight), str(t.completed),
+                          f"{60 * t.throughput_per_s(now):.1f}", reward, str(failures),
+                          Text(t.last_failure[:60], style="dim"))
+        head = Text(f"in flight {self.in_flight} · completed {self.completed} · policy v{self.policy_version}"
+                    f" · {now - self.started_at:.0f} s")
+        if self.paused:
+            head.append(f" · paused: {self.paused}", style="yellow")
+        return Group(head, table)

@@ -1,0 +1,220 @@
+"""One rollout: an env episode played by the policy, classified and recorded as a Trajectory.
+
+``reset -> open session -> (generate -> step)* -> trajectory``, with a per-turn and a per-rollout
+time limit. Every failure is classified here, at the boundary (DESIGN.md failure contract):
+
+=====================================  ==============
+what happened                          status
+=====================================  ==============
+env terminated the episode             ok
+env truncated it, turn or time limit   truncated
+PolicyError from the gateway           policy_error
+ContextLengthError (context full)      truncated
+sandbox failure (SandboxError)         infra_error
+engine failure (any gateway error)     infra_error
+any other env exception (an env bug)   env_error
+cancelled (shutdown)                   aborted
+=====================================  ==============
+
+The env is always closed (its sandbox released), whatever happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymfleet.envs.base import AgentEnv
+from gymfleet.envs.errors import SandboxError
+from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
+from gymfleet.orchestrator.errors import EngineError, PolicyError
+from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
+from gymfleet.orchestrator.records import Message, RolloutStatus, SamplingParams, Trajectory
+from gymfleet.orchestrator.store.codec import json_safe
+
+EnvFactory = Callable[[], AgentEnv]
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """What to roll out, and under which limits."""
+
+    run_id: str
+    group_id: str
+    rollout_id: str
+    env_id: str
+    instance_id: str
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_turns: int = 30
+    turn_timeout_s: float = 300.0
+    rollout_timeout_s: float = 1800.0
+    close_timeout_s: float = 60.0
+    """Seconds ``close_async`` may take (the sandbox is being released)."""
+
+
+class _Failure(Exception):
+    """Internal: ends the loop with a status and reason."""
+
+    def __init__(self, status: RolloutStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _describe(exc: BaseException) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def classify_env_error(exc: Exception, phase: str) -> _Failure:
+    """Sandbox failures are infrastructure; anything else the env raised is an env bug."""
+    status = RolloutStatus.infra_error if isinstance(exc, SandboxError) else RolloutStatus.env_error
+    return _Failure(status, f"env {phase} failed: {_describe(exc)}")
+
+
+POLICY_FAILURES: dict[type[Exception], tuple[RolloutStatus, str]] = {
+    ContextLengthError: (RolloutStatus.truncated, "context window full"),
+    PolicyError: (RolloutStatus.policy_error, "policy"),
+}
+"""Gateway exceptions that are not infrastructure failures (first matching class wins)."""
+
+
+def classify_policy_error(exc: Exception) -> _Failure:
+    """The policy's own failures map through POLICY_FAILURES; any other gateway/engine error
+    (replica down, timeout, unknown adapter, ...) is infrastructure."""
+    for cls, (status, label) in POLICY_FAILURES.items():
+        if isinstance(exc, cls):
+            return _Failure(status, f"{label}: {_describe(exc)}")
+    kind = "engine" if isinstance(exc, EngineError | InferenceError) else "gateway"
+    return _Failure(RolloutStatus.infra_error, f"{kind} failed: {_describe(exc)}")
+
+
+class Rollout:
+    """Plays one episode. ``await run()`` returns its trajectory; never raises, except
+    ``CancelledError`` (after recording an aborted trajectory in ``trajectory``)."""
+
+    def __init__(self, request: RolloutRequest, make_env: EnvFactory, gateway: PolicyGateway) -> None:
+        self.request = request
+        self.make_env = make_env
+        self.gateway = gateway
+        self.env: AgentEnv | None = None
+        self.session: PolicySession | None = None
+        self.messages: list[Message] = []
+        self.trajectory: Trajectory | None = None
+        self.reward = 0.0
+        self.info: dict[str, Any] = {}
+        self.n_turns = 0
+        self.timings = {"generation_s": 0.0, "env_s": 0.0, "reset_s": 0.0}
+
+    async def run(self) -> Trajectory:
+        """Plays the episode and returns the classified trajectory."""
+        req = self.request
+        start = time.monotonic()
+        status, reason = RolloutStatus.ok, ""
+        try:
+            try:
+                async with asyncio.timeout(req.rollout_timeout_s):
+                    status, reason = await self._play()
+            except TimeoutError:
+                status, reason = RolloutStatus.truncated, f"rollout exceeded rollout_timeout_s={req.rollout_timeout_s:g}"
+            except _Failure as failure:
+                status, reason = failure.status, failure.reason
+        except asyncio.CancelledError:
+            self.trajectory = self._finish(RolloutStatus.aborted, "cancelled: orchestrator shutting down", start)
+            await self._close()
+            raise
+        self.trajectory = self._finish(status, reason, start)
+        await self._close()
+        return self.trajectory
+
+    async def _play(self) -> tuple[RolloutStatus, str]:
+        req = self.request
+        t0 = time.monotonic()
+        try:
+            self.env = self.make_env()
+            obs, info = await self.env.reset_async(options={"instance_id": req.instance_id})
+            system = self.env.system_prompt
+        except Exception as exc:
+            raise classify_env_error(exc, "reset") from exc
+        finally:
+            self.timings["reset_s"] = time.monotonic() - t0
+        self.info = dict(info)
+        self.messages = [Message("system", system), Message("user", obs)]
+        try:
+            self.session = self.gateway.open_session(req.rollout_id, list(self.messages))
+        except Exception as exc:
+            raise classify_policy_error(exc) from exc
+        for turn in range(req.max_turns):
+            try:
+                async with asyncio.timeout(req.turn_timeout_s):
+                    done = await self._turn()
+            except TimeoutError:
+                return RolloutStatus.truncated, f"turn {turn} exceeded turn_timeout_s={req.turn_timeout_s:g}"
+            if done is not None:
+                return done
+        return RolloutStatus.truncated, f"reached max_turns={req.max_turns} without the episode ending"
+
+    async def _turn(self) -> tuple[RolloutStatus, str] | None:
+        assert self.session is not None and self.env is not None
+        t0 = time.monotonic()
+        try:
+            action = await self.session.generate(self.request.sampling)
+        except Exception as exc:
+            raise classify_policy_error(exc) from exc
+        finally:  # counted even when the turn limit cuts the generation
+            self.timings["generation_s"] += time.monotonic() - t0
+        t1 = time.monotonic()
+        self.messages.append(Message("assistant", action))
+        try:
+            obs, reward, terminated, truncated, info = await self.env.step_async(action)
+        except Exception as exc:
+            raise classify_env_error(exc, f"step {self.n_turns}") from exc
+        finally:
+            self.timings["env_s"] += time.monotonic() - t1
+        self.n_turns += 1
+        self.reward += float(reward)
+        self.info = dict(info)
+        self.messages.append(Message("user", obs))
+        self.session.add_message("user", obs)
+        if terminated:
+            return RolloutStatus.ok, ""
+        if truncated:
+            return RolloutStatus.truncated, f"env truncated the episode after {self.n_turns} turns"
+        return None
+
+    def _finish(self, status: RolloutStatus, reason: str, start: float) -> Trajectory:
+        req = self.request
+        if self.session is not None:
+            traj = self.session.to_trajectory(req.run_id, req.group_id, req.env_id, req.instance_id)
+        else:
+            traj = Trajectory(req.rollout_id, req.run_id, req.group_id, req.env_id, req.instance_id)
+        traj.rollout_id = req.rollout_id
+        if not traj.messages:
+            traj.messages = list(self.messages)
+        traj.reward = self.reward
+        traj.status, traj.reason = status, reason
+        traj.metrics = {**json_safe(traj.metrics), **json_safe(self.info), "n_turns": self.n_turns}
+        grading_s = self.info.get("grading_s")
+        traj.timings = {**self.timings, "total_s": time.monotonic() - start,
+                        **({"grading_s": float(grading_s)} if isinstance(grading_s, int | float) else {})}
+        return traj
+
+    async def _close(self) -> None:
+        if self.env is None:
+            return
+        env, self.env = self.env, None
+        t0 = time.monotonic()
+        try:
+            async with asyncio.timeout(self.request.close_timeout_s):
+                await env.close_async()
+        except Exception as exc:  # the trajectory stands; a leaked sandbox is reaped by its expiry label
+            if self.trajectory is not None:
+                self.trajectory.metrics["close_error"] = _describe(exc)
+        finally:
+            if self.trajectory is not None:
+                self.trajectory.timings["close_s"] = time.monotonic() - t0

@@ -1,0 +1,302 @@
+"""The scheduler: keeps the in-flight count at the cap, picks tasks by ratio, and survives stops.
+
+One loop admits rollouts while there is a free slot, the staleness gate is open and some task is
+eligible; each rollout runs as its own asyncio task and settles itself (store write, counters,
+retry or quarantine) when it ends. ``request_stop`` (Ctrl-C / SIGTERM) closes admission, then
+in-flight rollouts finish or are aborted by the deadline; a second request aborts at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gymfleet.orchestrator.config import RunConfig
+from gymfleet.orchestrator.metrics import MetricsWriter
+from gymfleet.orchestrator.mix import TaskMix
+from gymfleet.orchestrator.progress import RunStats, TaskStats
+from gymfleet.orchestrator.protocols import PolicyGateway
+from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
+from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
+from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.orchestrator.workload import TaskWork
+
+log = logging.getLogger(__name__)
+
+STALENESS_POLL_S = 0.1
+
+
+@dataclass
+class RunOutcome:
+    """How a run (this start of it) ended."""
+
+    run_id: str
+    status: RunStatus
+    completed: int
+    by_status: dict[str, int] = field(default_factory=dict)
+    quarantined: dict[str, str] = field(default_factory=dict)
+    n_requeued: int = 0
+    n_aborted_on_restart: int = 0
+
+
+class Scheduler:
+    """Runs one run config to completion (or until stopped).
+
+    Args:
+        config: the run.
+        store: where trajectories and the work queue live.
+        gateway: the policy.
+        env_factories: per task name, a callable that makes a fresh env.
+        instance_ids: per task name, the instances to run.
+        metrics: where snapshots go (None: nowhere).
+        reload_config: called every ``metrics_interval_s``; weights and auto mode of the config it
+            returns are applied live (None: weights change only through :meth:`set_weights`).
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        store: TrajectoryStore,
+        gateway: PolicyGateway,
+        env_factories: dict[str, EnvFactory],
+        instance_ids: dict[str, list[str]],
+        *,
+        metrics: MetricsWriter | None = None,
+        reload_config: Callable[[], RunConfig | None] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.gateway = gateway
+        self.env_factories = env_factories
+        self.instance_ids = instance_ids
+        self.metrics = metrics
+        self.reload_config = reload_config
+        self.mix = TaskMix({t.name: t.weight for t in config.tasks}, config.auto_mix)
+        self.stats = RunStats(config.run_id, {t.name: TaskStats(t.name, t.weight) for t in config.tasks})
+        self.work: dict[str, TaskWork] = {}
+        self.versions: Counter[int] = Counter()
+        self.overhead_s = 0.0
+        self.n_decisions = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._abort = asyncio.Event()
+        self._stopping = False
+
+    # ---- control -------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stops admission (first call); aborts every in-flight rollout (second call)."""
+        if self._stopping:
+            log.warning("second stop request: aborting %d in-flight rollouts", len(self._tasks))
+            self._abort.set()
+        self._stopping = True
+        self.stats.paused = "stopping"
+        self._wake.set()
+
+    def set_weights(self, weights: dict[str, float]) -> None:
+        """Changes task weights live (unknown names are ignored)."""
+        known = {k: v for k, v in weights.items() if k in self.mix.weights}
+        self.mix.set_weights({**self.mix.weights, **known})
+        for name, weight in known.items():
+            self.stats.tasks[name].weight = weight
+        self._wake.set()
+
+    # ---- the run ---------------------------------------------------------------------
+
+    async def run(self) -> RunOutcome:
+        """Resumes or starts the run and drives it until all work is done or a stop is requested."""
+        cfg = self.config
+        resume = await self.store.start_run(cfg.run_id, cfg.model_dump(mode="json"))
+        requeued: dict[str, list[SampleRef]] = {t.name: [] for t in cfg.tasks}
+        for sample in resume.pending:
+            if sample.task in requeued:
+                requeued[sample.task].append(sample)
+        for t in cfg.tasks:
+            self.work[t.name] = TaskWork(t, cfg.run_id, self.instance_ids[t.name], resume.group_ids, requeued[t.name])
+        self._event("start", restarted=resume.restarted, requeued=len(resume.pending),
+                    aborted_on_restart=resume.n_aborted, done_before=resume.n_done)
+        ticker = asyncio.create_task(self._tick(), name="scheduler-tick")
+        try:
+            await self._admit_loop()
+            await self._drain()
+        finally:
+            ticker.cancel()
+        status = self._final_status()
+        await self.store.set_run_status(cfg.run_id, status)
+        outcome = RunOutcome(
+            cfg.run_id, status, self.stats.completed,
+            dict(sum((t.by_status for t in self.stats.tasks.values()), Counter())),
+            {n: w.quarantined for n, w in self.work.items() if w.quarantined},
+            len(resume.pending), resume.n_aborted,
+        )
+        self._event("end", status=status.value, completed=outcome.completed, by_status=outcome.by_status,
+                    quarantined=outcome.quarantined)
+        return outcome
+
+    def _final_status(self) -> RunStatus:
+        if self._stopping or any(w.quarantined for w in self.work.values()):
+            return RunStatus.interrupted
+        return RunStatus.completed
+
+    async def _admit_loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            if self._stale():
+                self.stats.paused = "staleness"
+                await self._wait(STALENESS_POLL_S)
+                continue
+            self.stats.paused = ""
+            if self.stats.in_flight >= self.config.max_in_flight:
+                if self.config.max_staleness is None:
+                    await self._wake.wait()
+                else:  # a newly published adapter wakes no one: look again soon
+                    await self._wait(STALENESS_POLL_S)
+                continue
+            t0 = time.perf_counter()
+            name = self.mix.pick(n for n, w in self.work.items() if w.eligible())
+            if name is None:
+                self.overhead_s += time.perf_counter() - t0
+                if not self.stats.in_flight and not any(w.has_work() for w in self.work.values()):
+                    return
+                await self._wake.wait()
+                continue
+            self._admit(self.work[name])
+            self.overhead_s += time.perf_counter() - t0
+            self.n_decisions += 1
+            if self.n_decisions % 256 == 0:
+                await asyncio.sleep(0)  # let rollouts start while a large cap fills
+
+    def _stale(self) -> bool:
+        bound = self.config.max_staleness
+        if bound is None or not self.versions:
+            return False
+        return self.gateway.policy_version - min(self.versions) > bound
+
+    async def _wait(self, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    def _admit(self, work: TaskWork) -> None:
+        sample = work.take(self.store)
+        rollout_id = f"{sample.sample_id}/a{sample.n_attempts + 1}"
+        version = self.gateway.policy_version
+        self.store.start_sample(sample.sample_id, rollout_id)
+        self.versions[version] += 1
+        work.in_flight += 1
+        self.stats.started(work.name)
+        cfg = work.cfg
+        request = RolloutRequest(
+            self.config.run_id, sample.group_id, rollout_id, cfg.registered_id, sample.instance_id,
+            cfg.sampling.model_copy(update={"seed": zlib.crc32(f"{self.config.seed}/{rollout_id}".encode())}),
+            cfg.max_turns, cfg.turn_timeout_s, cfg.rollout_timeout_s,
+        )
+        rollout = Rollout(request, self.env_factories[work.name], self.gateway)
+        task = asyncio.create_task(self._run_one(work, sample, rollout, version), name=rollout_id)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_one(self, work: TaskWork, sample: SampleRef, rollout: Rollout, version: int) -> None:
+        try:
+            traj = await rollout.run()
+        except asyncio.CancelledError:
+            traj = rollout.trajectory or Trajectory(
+                rollout.request.rollout_id, self.config.run_id, sample.group_id, sample.env_id,
+                sample.instance_id, status=RolloutStatus.aborted, reason="cancelled before it started")
+            self._settle(work, sample, traj, version)
+            raise
+        except Exception as exc:  # a bug in rollout.py itself: record it rather than lose the sample
+            log.exception("rollout %s crashed", rollout.request.rollout_id)
+            traj = Trajectory(rollout.request.rollout_id, self.config.run_id, sample.group_id, sample.env_id,
+                              sample.instance_id, status=RolloutStatus.infra_error,
+                              reason=f"orchestrator bug: {type(exc).__name__}: {exc}")
+        self._settle(work, sample, traj, version)
+
+    def _settle(self, work: TaskWork, sample: SampleRef, traj: Trajectory, version: int) -> None:
+        t0 = time.perf_counter()
+        self.versions[version] -= 1
+        if not self.versions[version]:
+            del self.versions[version]
+        work.in_flight -= 1
+        status = traj.status
+        retry = status is RolloutStatus.infra_error and work.may_retry(sample) and not self._stopping
+        final = status is not RolloutStatus.aborted and not retry
+        self.store.add(traj, sample_id=sample.sample_id, task=work.name, final=final)
+        self.stats.finished(work.name, traj)
+        if status is RolloutStatus.infra_error:
+            work.consecutive_infra += 1
+            if work.consecutive_infra >= self.config.quarantine_after and work.quarantined is None:
+                self._quarantine(work, traj.reason)
+        elif status is not RolloutStatus.aborted:
+            work.consecutive_infra = 0
+        if retry and work.quarantined is None:
+            work.requeue(sample)
+        if final:
+            rewards = work.record_final(sample, traj.reward)
+            if rewards is not None:
+                self.mix.record_group(work.name, rewards)
+        self._wake.set()
+        self.overhead_s += time.perf_counter() - t0
+
+    def _quarantine(self, work: TaskWork, last_reason: str) -> None:
+        message = (
+            f"task {work.name} quarantined after {work.consecutive_infra} consecutive infrastructure "
+            f"failures; last: {last_reason}. Fix it and start the run again: its remaining samples are "
+            "requeued on restart."
+        )
+        log.error(message)
+        work.quarantine(message)
+        self.stats.tasks[work.name].quarantined = message
+        self.store.quarantine(self.config.run_id, work.name)
+        self._event("quarantine", task=work.name, message=message)
+
+    async def _drain(self) -> None:
+        """After a stop: lets in-flight rollouts finish until the deadline, then aborts the rest."""
+        if not self._tasks:
+            return
+        shutdown = self.config.shutdown
+        if shutdown.mode == "finish":
+            deadline = time.monotonic() + shutdown.deadline_s
+            abort = asyncio.create_task(self._abort.wait())
+            while self._tasks and not self._abort.is_set() and (left := deadline - time.monotonic()) > 0:
+                await asyncio.wait({*self._tasks, abort}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            abort.cancel()
+        pending = list(self._tasks)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._event("drained", aborted=len(pending))
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.metrics_interval_s)
+            self.stats.policy_version = self.gateway.policy_version
+            self._event("progress")
+            if self.reload_config is not None:
+                self._apply_reload()
+
+    def _apply_reload(self) -> None:
+        try:
+            fresh = self.reload_config() if self.reload_config else None
+        except Exception as exc:  # a half-saved or invalid edit: keep running on the old weights
+            log.warning("config reload failed, keeping the current weights: %s", exc)
+            return
+        if fresh is None:
+            return
+        weights = {t.name: t.weight for t in fresh.tasks}
+        if weights != self.mix.weights or fresh.auto_mix != self.mix.auto:
+            self.mix.set_auto(fresh.auto_mix)
+            self.set_weights(weights)
+            self._event("weights", weights=weights, auto_mix=fresh.auto_mix.model_dump())
+
+    def _event(self, event: str, **payload: object) -> None:
+        if self.metrics is not None:
+            self.metrics.write(event, {**self.stats.snapshot(), **payload})

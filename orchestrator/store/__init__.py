@@ -1,0 +1,7 @@
+"""The SQL trajectory store: schema, migrations, batched writes, learner claims, queries, export."""
+
+from gymfleet.orchestrator.store.claims import Claim, ClaimedGroup
+from gymfleet.orchestrator.store.store import TrajectoryStore
+from gymfleet.orchestrator.store.workqueue import GroupSpec, ResumeState, SampleRef
+
+__all__ = ["Claim", "ClaimedGroup", "GroupSpec", "ResumeState", "SampleRef", "TrajectoryStore"]

@@ -1,0 +1,144 @@
+"""Hands complete groups to learners: atomic claims with a lease, acked once consumed.
+
+A group is claimable when it is complete, not consumed, and either never claimed or its claim
+expired. PostgreSQL picks rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` so that concurrent
+claimers never wait on or take each other's rows; SQLite claims with one ``UPDATE ... WHERE
+group_id IN (SELECT ... LIMIT n) RETURNING`` inside a ``BEGIN IMMEDIATE`` transaction, which
+holds the database's single write lock for the whole statement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gymfleet.orchestrator.records import Trajectory
+from gymfleet.orchestrator.store.codec import from_row
+from gymfleet.orchestrator.store.errors import ClaimExpiredError
+from gymfleet.orchestrator.store.schema import GroupRow, SampleRow, SampleState, TrajectoryRow, utcnow
+
+GROUPS, SAMPLES, TRAJ = GroupRow.__table__, SampleRow.__table__, TrajectoryRow.__table__
+
+
+@dataclass(frozen=True)
+class ClaimedGroup:
+    """One complete group handed to a learner: the final trajectory of each of its samples."""
+
+    group_id: str
+    run_id: str
+    task: str
+    env_id: str
+    instance_id: str
+    trajectories: list[Trajectory]
+
+
+@dataclass
+class Claim:
+    """Groups held by one claimer until ``expires_at`` (then anyone may claim them again)."""
+
+    token: str
+    claimer: str
+    expires_at: datetime
+    groups: list[ClaimedGroup] = field(default_factory=list)
+
+    @property
+    def group_ids(self) -> list[str]:
+        return [g.group_id for g in self.groups]
+
+
+def _claimable(now: datetime, run_id: str | None):  # noqa: ANN202 - a SQL expression
+    cond = and_(
+        GROUPS.c.completed_at.is_not(None),
+        GROUPS.c.consumed_at.is_(None),
+        or_(GROUPS.c.claim_expires_at.is_(None), GROUPS.c.claim_expires_at < now),
+    )
+    return and_(cond, GROUPS.c.run_id == run_id) if run_id is not None else cond
+
+
+async def claim_groups(
+    conn: AsyncConnection, n: int, claimer: str, lease_s: float, run_id: str | None = None
+) -> Claim:
+    """Claims up to ``n`` complete groups, oldest completed first.
+
+    Args:
+        n: most groups to claim.
+        claimer: who claims (learner name), stored for people.
+        lease_s: seconds the claim holds; an unacked claim expires then and the groups become
+            claimable again (a dead claimer loses nothing).
+        run_id: only groups of this run (None: any run).
+
+    Returns:
+        The claim; ``groups`` may be empty.
+    """
+    now = utcnow()
+    token = uuid.uuid4().hex
+    values = dict(claimed_by=claimer, claim_token=token, claim_expires_at=now + timedelta(seconds=lease_s))
+    pick = select(GROUPS.c.group_id).where(_claimable(now, run_id)).order_by(GROUPS.c.completed_at).limit(n)
+    if conn.dialect.name == "postgresql":
+        ids = list((await conn.scalars(pick.with_for_update(skip_locked=True))).all())
+        if ids:
+            await conn.execute(update(GROUPS).where(GROUPS.c.group_id.in_(ids)).values(**values))
+    else:
+        stmt = (
+            update(GROUPS)
+            .where(GROUPS.c.group_id.in_(pick.scalar_subquery()), _claimable(now, run_id))
+            .values(**values)
+            .returning(GROUPS.c.group_id)
+        )
+        ids = list((await conn.scalars(stmt)).all())
+    return Claim(token, claimer, values["claim_expires_at"], await _load_groups(conn, ids))
+
+
+async def _load_groups(conn: AsyncConnection, group_ids: list[str]) -> list[ClaimedGroup]:
+    if not group_ids:
+        return []
+    groups = (await conn.execute(select(GROUPS).where(GROUPS.c.group_id.in_(group_ids))
+                                 .order_by(GROUPS.c.completed_at))).all()
+    rows = (await conn.execute(
+        select(TRAJ)
+        .join(SAMPLES, and_(SAMPLES.c.rollout_id == TRAJ.c.rollout_id, SAMPLES.c.state == SampleState.done))
+        .where(SAMPLES.c.group_id.in_(group_ids))
+        .order_by(SAMPLES.c.sample_idx)
+    )).all()
+    by_group: dict[str, list[Trajectory]] = {g: [] for g in group_ids}
+    for row in rows:
+        by_group[row.group_id].append(from_row(row))
+    return [ClaimedGroup(g.group_id, g.run_id, g.task, g.env_id, g.instance_id, by_group[g.group_id])
+            for g in groups]
+
+
+async def ack(conn: AsyncConnection, claim: Claim) -> None:
+    """Marks the claim's groups consumed (never handed out again).
+
+    Raises:
+        ClaimExpiredError: some group is no longer held by this claim (its lease ran out and
+            another claimer took it); nothing is acked then.
+    """
+    await _settle(conn, claim, dict(consumed_at=utcnow()))
+
+
+async def release(conn: AsyncConnection, claim: Claim) -> None:
+    """Gives the claim's groups back unconsumed (claimable again at once).
+
+    Raises:
+        ClaimExpiredError: as :func:`ack`.
+    """
+    await _settle(conn, claim, dict(claimed_by=None, claim_token=None, claim_expires_at=None))
+
+
+async def _settle(conn: AsyncConnection, claim: Claim, values: dict) -> None:
+    ids = claim.group_ids
+    if not ids:
+        return
+    held = and_(GROUPS.c.group_id.in_(ids), GROUPS.c.claim_token == claim.token, GROUPS.c.consumed_at.is_(None))
+    result = await conn.execute(update(GROUPS).where(held).values(**values))
+    if result.rowcount != len(ids):
+        raise ClaimExpiredError(
+            f"claim {claim.token} by {claim.claimer}: {len(ids) - result.rowcount} of {len(ids)} groups "
+            f"are no longer held (lease expired at {claim.expires_at.isoformat()} and they were "
+            "re-claimed); claim with a longer lease_s"
+        )

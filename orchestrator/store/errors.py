@@ -1,0 +1,41 @@
+"""Errors raised by the trajectory store.
+
+Class tree::
+
+    StoreError                  base of every store error
+    ├── StoreURLError           an unsupported store URL or schema name
+    ├── StoreClosedError        the store was used after close()
+    ├── StoreWriteError         a write failed; the message names the rollout and the cause
+    ├── ClaimExpiredError       ack/release of a claim that expired and was re-claimed
+    └── RunNotFoundError        a run id the store does not hold (lists the known ones)
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every trajectory store error."""
+
+
+class StoreURLError(StoreError, ValueError):
+    """An unsupported store URL: use sqlite:///PATH or postgresql://USER:PASS@HOST/DB."""
+
+
+class StoreClosedError(StoreError):
+    """The store was used after ``close()``: open a new one with ``TrajectoryStore.open``."""
+
+
+class StoreWriteError(StoreError):
+    """One write (one rollout) failed; other rollouts of its batch are unaffected."""
+
+
+class ClaimExpiredError(StoreError):
+    """The claim's lease ran out and the group went to another claimer: claim with a longer
+    ``lease_s``, or renew before it expires."""
+
+
+class RunNotFoundError(StoreError, KeyError):
+    """No run with this id in the store; the message lists the known ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,165 @@
+"""The SQL schema of the trajectory store: runs, groups, samples (the work queue) and trajectories.
+
+Token arrays are stored as raw little-endian numpy bytes (``LargeBinary``), never JSON. Alembic
+owns the schema (``migrations/``); these typed ORM classes are its source of truth.
+
+Tables::
+
+    runs          one row per run id: resolved config, status
+    groups        the G samples of one task instance; completion and learner claims
+    samples       one row per (group, sample index): the work queue that survives restarts
+    trajectories  one row per rollout attempt, token-exact (DESIGN.md, Trajectory)
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Enum, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from gymfleet.orchestrator.records import RolloutStatus
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite drops the zone; this restores it)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("store datetimes must be timezone-aware (use datetime.now(UTC))")
+        return value.astimezone(UTC).replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware UTC (the only clock the store uses)."""
+    return datetime.now(UTC)
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run stands."""
+
+    running = "running"
+    interrupted = "interrupted"
+    completed = "completed"
+
+
+class SampleState(str, enum.Enum):
+    """Where one sample of a group stands in the work queue."""
+
+    pending = "pending"
+    running = "running"
+    done = "done"
+    quarantined = "quarantined"
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every store table."""
+
+
+class RunRow(Base):
+    """One run: its resolved config and status."""
+
+    __tablename__ = "runs"
+
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """The resolved run config (every default filled in), as written at start."""
+    status: Mapped[RunStatus] = mapped_column(Enum(RunStatus, native_enum=False, length=20))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    n_starts: Mapped[int] = mapped_column(Integer, default=1)
+    """How many times the run was started (1 + restarts)."""
+
+
+class GroupRow(Base):
+    """The G samples of one task instance; complete when every sample is done."""
+
+    __tablename__ = "groups"
+
+    group_id: Mapped[str] = mapped_column(String(400), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"), index=True)
+    task: Mapped[str] = mapped_column(String(200))
+    env_id: Mapped[str] = mapped_column(String(200))
+    instance_id: Mapped[str] = mapped_column(String(400))
+    size: Mapped[int] = mapped_column(Integer)
+    """G, the number of samples of the instance."""
+    n_done: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """Set when ``n_done == size``; only complete groups can be claimed."""
+    claimed_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    claim_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """Unique per claim, so that an expired claimer cannot ack a group someone else re-claimed."""
+    claim_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    consumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """Set by ``ack``: the group reached the learner and is never handed out again."""
+
+    __table_args__ = (Index("ix_groups_claimable", "completed_at", "consumed_at", "claim_expires_at"),)
+
+
+class SampleRow(Base):
+    """One sample slot of a group: the unit of work the scheduler admits, requeues and finishes."""
+
+    __tablename__ = "samples"
+
+    sample_id: Mapped[str] = mapped_column(String(420), primary_key=True)
+    """``{group_id}/{sample_idx}``."""
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"))
+    group_id: Mapped[str] = mapped_column(ForeignKey("groups.group_id", ondelete="CASCADE"), index=True)
+    sample_idx: Mapped[int] = mapped_column(Integer)
+    state: Mapped[SampleState] = mapped_column(Enum(SampleState, native_enum=False, length=20))
+    n_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    rollout_id: Mapped[str | None] = mapped_column(String(460), nullable=True)
+    """The current attempt while running; the final trajectory once done."""
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (Index("ix_samples_run_state", "run_id", "state"),)
+
+
+class TrajectoryRow(Base):
+    """One rollout attempt, token-exact; arrays are little-endian numpy bytes of length T."""
+
+    __tablename__ = "trajectories"
+
+    rollout_id: Mapped[str] = mapped_column(String(460), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"))
+    group_id: Mapped[str] = mapped_column(String(400), index=True)
+    sample_id: Mapped[str | None] = mapped_column(String(420), nullable=True)
+    env_id: Mapped[str] = mapped_column(String(200))
+    instance_id: Mapped[str] = mapped_column(String(400))
+    task: Mapped[str] = mapped_column(String(200), default="")
+    token_ids: Mapped[bytes] = mapped_column(LargeBinary)
+    """int32 (T,)."""
+    loss_mask: Mapped[bytes] = mapped_column(LargeBinary)
+    """uint8 (T,)."""
+    logprobs: Mapped[bytes] = mapped_column(LargeBinary)
+    """float32 (T,)."""
+    versions: Mapped[bytes] = mapped_column(LargeBinary)
+    """int32 (T,)."""
+    n_tokens: Mapped[int] = mapped_column(Integer)
+    n_generated_tokens: Mapped[int] = mapped_column(Integer)
+    policy_version_min: Mapped[int] = mapped_column(Integer)
+    """Oldest adapter version among generated tokens (-1 when none)."""
+    policy_version_max: Mapped[int] = mapped_column(Integer)
+    messages: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    reward: Mapped[float] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[RolloutStatus] = mapped_column(Enum(RolloutStatus, native_enum=False, length=20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    timings: Mapped[dict[str, float]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (Index("ix_trajectories_run_created", "run_id", "created_at"),)

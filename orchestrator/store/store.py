@@ -1,0 +1,196 @@
+"""TrajectoryStore: the one object callers hold to write, claim, query and export trajectories."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
+from gymfleet.orchestrator.store.claims import Claim
+from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema
+from gymfleet.orchestrator.store.errors import StoreClosedError
+from gymfleet.orchestrator.store.export import export_run
+from gymfleet.orchestrator.store.migrate import upgrade
+from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
+from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.orchestrator.store.workqueue import GroupSpec, ResumeState
+from gymfleet.orchestrator.store.writer import BatchWriter
+
+
+class TrajectoryStore:
+    """Trajectories in SQL (SQLite by default, PostgreSQL by URL).
+
+    Writes (``add``, ``create_group``, ``start_sample``) return at once and are applied in order by
+    a background writer, many per transaction, each rollout whole in its own savepoint; ``flush``
+    waits for them. Reads go straight to the database.
+
+    Use ``async with await TrajectoryStore.open(url) as store:`` or call ``close()``.
+    """
+
+    def __init__(self, engine: AsyncEngine, writer: BatchWriter, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self._writer = writer
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, schema: str | None = None, max_batch: int = 256) -> Self:
+        """Connects, brings the schema to Alembic head, and starts the writer.
+
+        Args:
+            url: ``sqlite:///PATH``, a bare path, or ``postgresql://USER:PASS@HOST/DB``.
+            schema: PostgreSQL schema to use (created when missing).
+            max_batch: most writes per transaction.
+
+        Raises:
+            StoreURLError: unsupported URL.
+            sqlalchemy.exc.OperationalError: the database cannot be reached.
+        """
+        engine = create_store_engine(url, schema=schema)
+        try:
+            await ensure_schema(engine, schema)
+            await upgrade(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        writer = BatchWriter(engine, max_batch=max_batch)
+        writer.start()
+        return cls(engine, writer, url)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Writes what is queued, then disconnects. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._writer.close()
+        finally:
+            await self.engine.dispose()
+
+    # ---- batched writes ---------------------------------------------------------------
+
+    def add(
+        self, traj: Trajectory, *, sample_id: str | None = None, task: str = "", final: bool = True
+    ) -> asyncio.Future[bool]:
+        """Queues one finished rollout; it lands whole, in one transaction, or not at all.
+
+        Args:
+            traj: the trajectory.
+            sample_id: the work-queue sample this attempt ran (None: no work queue).
+            task: task name, for queries.
+            final: the attempt finishes its sample (False sends the sample back to pending).
+
+        Returns:
+            A future: True once committed and counted, False if stored but the sample had moved
+            on; raises :class:`StoreWriteError` if the write failed (it is also logged).
+        """
+        return self._writer.submit(
+            f"trajectory {traj.rollout_id}",
+            lambda conn: workqueue.finish(conn, traj, sample_id=sample_id, task=task, final=final),
+            bulk.Finish(traj, sample_id, task, final),
+        )
+
+    def create_group(self, group: GroupSpec) -> asyncio.Future[bool]:
+        """Queues a group and its pending samples (no-op when it exists)."""
+        return self._writer.submit(
+            f"group {group.group_id}", lambda conn: workqueue.create_group(conn, group), bulk.CreateGroup(group)
+        )
+
+    def start_sample(self, sample_id: str, rollout_id: str) -> asyncio.Future[None]:
+        """Queues marking a sample running under attempt ``rollout_id``."""
+        return self._writer.submit(
+            f"start {rollout_id}", lambda conn: workqueue.start_sample(conn, sample_id, rollout_id),
+            bulk.StartSample(sample_id, rollout_id),
+        )
+
+    def quarantine(self, run_id: str, task: str) -> asyncio.Future[int]:
+        """Queues parking a task's pending samples (a restart of the run requeues them)."""
+        return self._writer.submit(f"quarantine {task}", lambda conn: workqueue.quarantine(conn, run_id, task))
+
+    async def flush(self) -> None:
+        """Waits until every queued write has committed or failed."""
+        await self._writer.flush()
+
+    @property
+    def n_written(self) -> int:
+        """Writes committed so far."""
+        return self._writer.n_written
+
+    @property
+    def n_failed(self) -> int:
+        """Writes that failed so far (each logged with its cause)."""
+        return self._writer.n_failed
+
+    # ---- runs ------------------------------------------------------------------------
+
+    async def start_run(self, run_id: str, config: dict[str, Any]) -> ResumeState:
+        """Creates the run or resumes it (in-flight samples become aborted and pending again)."""
+        self._check_open()
+        await self.flush()
+        async with self.engine.begin() as conn:
+            return await workqueue.start_run(conn, run_id, config)
+
+    async def set_run_status(self, run_id: str, status: RunStatus) -> None:
+        """Flushes, then records where the run stands."""
+        await self.flush()
+        async with self.engine.begin() as conn:
+            await workqueue.set_run_status(conn, run_id, status)
+
+    # ---- learner claims --------------------------------------------------------------
+
+    async def claim_groups(self, n: int, claimer: str, lease_s: float = 600.0, run_id: str | None = None) -> Claim:
+        """Atomically claims up to ``n`` complete groups (see :func:`claims.claim_groups`)."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await claims.claim_groups(conn, n, claimer, lease_s, run_id)
+
+    async def ack(self, claim: Claim) -> None:
+        """Marks a claim's groups consumed. Raises ClaimExpiredError if it lost them."""
+        async with self.engine.begin() as conn:
+            await claims.ack(conn, claim)
+
+    async def release(self, claim: Claim) -> None:
+        """Gives a claim's groups back unconsumed. Raises ClaimExpiredError if it lost them."""
+        async with self.engine.begin() as conn:
+            await claims.release(conn, claim)
+
+    # ---- queries and export -----------------------------------------------------------
+
+    async def list_runs(self) -> list[RunSummary]:
+        """Every run, newest first."""
+        async with self.engine.connect() as conn:
+            return await queries.list_runs(conn)
+
+    async def run_summary(self, run_id: str) -> RunSummary:
+        """One run with per-task tallies and its config. Raises RunNotFoundError."""
+        async with self.engine.connect() as conn:
+            return await queries.run_summary(conn, run_id)
+
+    async def trajectories(self, run_id: str, **filters: Any) -> list[StoredTrajectory]:
+        """Trajectories of a run (filters: limit, status, task, rollout_id)."""
+        async with self.engine.connect() as conn:
+            return await queries.trajectories(conn, run_id, **filters)
+
+    async def export(
+        self, run_id: str, path: Path, fmt: str = "jsonl", statuses: list[RolloutStatus] | None = None
+    ) -> int:
+        """Writes the run's trajectories to JSONL or parquet; returns how many."""
+        await self.run_summary(run_id)
+        return await export_run(self.engine, run_id, path, fmt, statuses=statuses)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed: open a new one with TrajectoryStore.open(url)")

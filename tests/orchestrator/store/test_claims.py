@@ -1,0 +1,76 @@
+"""Learner claims on SQLite and PostgreSQL: atomic, exclusive, expiring, acked once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator.store.errors import ClaimExpiredError
+from tests.orchestrator.store.conftest import StoreTarget, fill_group
+
+RUN = "run-c"
+
+
+async def test_only_complete_groups_are_claimed_with_their_trajectories(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    group = await fill_group(store, RUN, "alpha", size=3, rewards=[1.0, 0.0, 1.0])
+    from gymfleet.orchestrator.store import GroupSpec
+
+    store.create_group(GroupSpec(f"{RUN}/echo/p0/beta", RUN, "echo", "e", "beta", 3))  # never finished
+    claim = await store.claim_groups(10, "learner-0", lease_s=60)
+    assert claim.group_ids == [group.group_id]
+    (claimed,) = claim.groups
+    assert [t.reward for t in claimed.trajectories] == [1.0, 0.0, 1.0]
+    assert claimed.trajectories[0].n_tokens == 50
+    await store.ack(claim)
+    assert (await store.claim_groups(10, "learner-0", lease_s=60)).groups == []
+
+
+async def test_racing_claimers_never_share_a_group(target: StoreTarget) -> None:
+    n_groups = 40
+    async with await target.open() as store:
+        await store.start_run(RUN, {})
+        for i in range(n_groups):
+            await fill_group(store, RUN, f"i{i:03d}", size=2)
+    stores = [await target.open() for _ in range(2)]  # two learners, separate connections
+    try:
+        async def learner(store: TrajectoryStore, name: str) -> list[str]:
+            got: list[str] = []
+            while True:
+                claim = await store.claim_groups(3, name, lease_s=60)
+                if not claim.groups:
+                    return got
+                got += claim.group_ids
+                await store.ack(claim)
+
+        a, b = await asyncio.gather(learner(stores[0], "a"), learner(stores[1], "b"))
+    finally:
+        for s in stores:
+            await s.close()
+    assert not set(a) & set(b)
+    assert len(a) + len(b) == n_groups == len(set(a) | set(b))
+
+
+async def test_a_dead_claimers_groups_come_back_after_the_lease(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    group = await fill_group(store, RUN, "alpha", size=2)
+    dead = await store.claim_groups(5, "dies", lease_s=0.3)
+    assert dead.group_ids == [group.group_id]
+    assert (await store.claim_groups(5, "other", lease_s=60)).groups == []  # still held
+    await asyncio.sleep(0.5)
+    again = await store.claim_groups(5, "other", lease_s=60)
+    assert again.group_ids == [group.group_id]
+    with pytest.raises(ClaimExpiredError, match="longer lease_s"):
+        await store.ack(dead)  # the dead claimer cannot consume what it lost
+    await store.ack(again)
+    assert (await store.claim_groups(5, "third", lease_s=60)).groups == []
+
+
+async def test_release_makes_groups_claimable_at_once(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    await fill_group(store, RUN, "alpha", size=2)
+    claim = await store.claim_groups(1, "a", lease_s=600)
+    await store.release(claim)
+    assert (await store.claim_groups(1, "b", lease_s=600)).group_ids == claim.group_ids

@@ -1,0 +1,45 @@
+"""The gateway's start-up check of the chat template's prefix property."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gymfleet.orchestrator.chat_template import ChatTemplate
+from gymfleet.orchestrator.engines.errors import ChatTemplateError
+from gymfleet.orchestrator.gateway import Gateway
+from gymfleet.orchestrator.records import Message
+from tests.orchestrator.conftest import FakeEngine
+
+pytestmark = pytest.mark.model
+
+# Announces the number of turns in the system prompt: every new turn rewrites the first line.
+COUNTING_TEMPLATE = (
+    "<|im_start|>system\nConversation of {{ messages|length }} messages<|im_end|>\n"
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+# Drops everything but the last three messages (a sliding window): earlier turns disappear.
+WINDOW_TEMPLATE = (
+    "{% for message in messages[-3:] %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def test_embedded_template_keeps_the_prefix_property(smollm_tokenizer: Any) -> None:
+    template = ChatTemplate(smollm_tokenizer)
+    template.check_prefix_property()
+    history = [Message("user", "hi")]
+    assert template.generation_prompt(history) == "<|im_start|>assistant\n"
+    assert template.turn_end(history, "hello", ended_with_eos=True) == "\n"
+
+
+@pytest.mark.parametrize("bad_template", [COUNTING_TEMPLATE, WINDOW_TEMPLATE], ids=["counting", "window"])
+def test_gateway_refuses_a_template_that_rewrites_past_turns(smollm_tokenizer: Any, bad_template: str) -> None:
+    tokenizer = copy.deepcopy(smollm_tokenizer)
+    tokenizer.chat_template = bad_template
+    with pytest.raises(ChatTemplateError, match="not append-only") as info:
+        Gateway(tokenizer, FakeEngine("r0"))
+    assert "character" in str(info.value)

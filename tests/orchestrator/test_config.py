@@ -1,0 +1,65 @@
+"""Run configs: the shipped examples validate, overrides apply, bad input names the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gymfleet.orchestrator.config import load_run_config
+from gymfleet.orchestrator.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("collect-*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_validate(path: Path) -> None:
+    cfg = load_run_config(path)
+    assert cfg.tasks and cfg.store.endswith(f"{cfg.run_id}/store.db")
+
+
+def test_overrides_and_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "my-run.yaml"
+    path.write_text("tasks:\n  - env_id: gymfleet/Terminal-v0\n")
+    cfg = load_run_config(path, ["tasks.0.weight=2.5", "max_in_flight=3", "tasks.0.sampling.temperature=0"])
+    assert cfg.run_id == "my-run" and cfg.max_in_flight == 3
+    assert cfg.tasks[0].weight == 2.5 and cfg.tasks[0].sampling.temperature == 0
+    assert cfg.tasks[0].name == "gymfleet/Terminal-v0" and cfg.store == "runs/my-run/store.db"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tasks: []", "tasks"),
+        ("tasks:\n  - {env_id: a}\n  - {env_id: a}\n", "names must be unique"),
+        ("tasks:\n  - {env_id: a, weight: 0}\n", "weight > 0"),
+        ("tasks:\n  - {env_id: a, group_sise: 4}\n", "group_sise"),
+        ("run_id: 'bad id'\ntasks:\n  - {env_id: a}\n", "run_id"),
+        ("[1, 2]", "mapping"),
+    ],
+)
+def test_bad_configs_name_the_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(path)
+
+
+async def test_instances_come_from_the_list_a_file_or_the_env(tmp_path: Path) -> None:
+    from gymfleet.orchestrator.config import TaskConfig
+    from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+
+    env_id = "tests.orchestrator.fakes:gymfleet-test/SlowEcho-v0"
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("# two of them\nw003\n\nw001  # this one too\n")
+    for fields, expected in [
+        ({}, ["w000", "w001", "w002"]),
+        ({"instances": ["w002", "w000"]}, ["w002", "w000"]),
+        ({"instances_file": str(ids_file)}, ["w003", "w001"]),
+    ]:
+        task = TaskConfig.model_validate({"env_id": env_id, "env_kwargs": {"n_instances": 4}, "max_instances": 3,
+                                          **fields})
+        assert await resolve_instances(task, env_factory(task)) == expected
+    bad = TaskConfig.model_validate({"env_id": env_id, "instances": ["nope"]})
+    with pytest.raises(ConfigError, match="fix `instances:`"):
+        await resolve_instances(bad, env_factory(bad))

@@ -1,0 +1,84 @@
+"""TITO through the gateway with the real model: token ids, loss mask and logprobs line up exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from gymfleet.orchestrator.engines.logprobs import token_logprobs
+from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
+from gymfleet.orchestrator.gateway import Gateway
+from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
+from gymfleet.orchestrator.records import Generation, Message, SamplingParams
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
+
+
+class RecordingEngine:
+    """Wraps a real engine and records every prompt it was sent (an Engine itself)."""
+
+    def __init__(self, engine: TransformersEngine) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.prompts: list[list[int]] = []
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None,
+                       routing_key: str | None = None) -> Generation:
+        self.prompts.append(list(prompt_ids))
+        return await self.engine.generate(prompt_ids, sampling, adapter, routing_key)
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        await self.engine.load_adapter(name, path)
+
+    async def unload_adapter(self, name: str) -> None:
+        await self.engine.unload_adapter(name)
+
+    async def health(self) -> bool:
+        return await self.engine.health()
+
+
+async def test_multi_turn_tito_matches_engine_token_by_token(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    async with TransformersEngine(TransformersEngineConfig(), smollm_model, smollm_tokenizer) as engine:
+        recorder = RecordingEngine(engine)
+        gateway = Gateway(smollm_tokenizer, recorder)
+        assert isinstance(gateway, PolicyGateway)
+        session = gateway.open_session("rollout-1", [Message("system", "Answer briefly."), Message("user", "Say hi.")])
+        assert isinstance(session, PolicySession)
+        sampling = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=8, seed=11)
+        turn_ends = []
+        for observation in ["Now say bye.", "Thanks."]:
+            await session.generate(sampling)
+            turn_ends.append(len(session.token_ids))
+            session.add_message("tool" if observation.startswith("Now") else "user", observation)
+        await session.generate(sampling)
+        trajectory = session.to_trajectory("run", "group", "gymfleet/Echo-v0", "i0")
+
+    generations = session.generations
+    assert len(generations) == len(recorder.prompts) == 3
+    ids = trajectory.token_ids.tolist()
+    for n, (prompt, generation) in enumerate(zip(recorder.prompts, generations)):
+        # previous turns are a bit-exact prefix of this turn's prompt
+        if n:
+            assert prompt[: turn_ends[n - 1]] == ids[: turn_ends[n - 1]]
+        assert ids[: len(prompt)] == prompt
+        span = slice(len(prompt), len(prompt) + len(generation.token_ids))
+        assert ids[span] == generation.token_ids
+        assert trajectory.loss_mask[span].tolist() == [1] * len(generation.token_ids)
+        assert trajectory.logprobs[span].tolist() == pytest.approx(generation.logprobs, abs=0)
+        assert (trajectory.versions[span] == 0).all()
+    assert trajectory.n_generated_tokens == sum(len(g.token_ids) for g in generations)
+    assert (trajectory.logprobs[trajectory.loss_mask == 0] == 0).all()
+    assert (trajectory.versions[trajectory.loss_mask == 0] == -1).all()
+    # the session's KV cache served the earlier turns: only new tokens were prefilled
+    for n in (1, 2):
+        previous = recorder.prompts[n - 1] + generations[n - 1].token_ids
+        assert generations[n].n_cached_tokens == len(previous) - 1  # all but the last sampled token
+    # the learner's function on a fresh full forward pass gives the engine's logprobs
+    with torch.no_grad():
+        logits = smollm_model(torch.tensor([ids])).logits[0]
+    mask = torch.from_numpy(trajectory.loss_mask.astype(bool))
+    positions = torch.nonzero(mask).squeeze(1)
+    learner = token_logprobs(logits[positions - 1], torch.tensor(ids)[positions], 0.8, 0.95)
+    assert torch.allclose(learner, torch.from_numpy(trajectory.logprobs)[positions], atol=2e-3)

@@ -1,0 +1,130 @@
+"""Router unit tests over fake engines implementing the Engine Protocol."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymfleet.orchestrator.engines.adapters import adapter_name, adapter_version
+from gymfleet.orchestrator.engines.errors import (
+    AdapterPublishError,
+    NoReplicaError,
+    ReplicaServerError,
+    UnknownAdapterError,
+)
+from gymfleet.orchestrator.protocols import Engine
+from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.orchestrator.router import Router, RouterConfig
+from tests.orchestrator.conftest import FakeEngine
+
+SAMPLING = SamplingParams(max_new_tokens=2)
+KEYS = [f"rollout-{i}" for i in range(2000)]
+
+
+def make_router(n: int = 4, **config: float) -> tuple[Router, list[FakeEngine]]:
+    fakes = [FakeEngine(f"r{i}") for i in range(n)]
+    return Router(fakes, RouterConfig(**config)), fakes
+
+
+def test_fake_engine_implements_protocol() -> None:
+    assert isinstance(FakeEngine("x"), Engine)
+
+
+def test_adapter_names_carry_version() -> None:
+    assert adapter_name("run7", 12) == "run7-v000012"
+    assert adapter_version("run7-v000012") == 12 and adapter_version(None) == 0
+
+
+async def test_dead_replica_moves_only_its_share_and_takes_it_back() -> None:
+    router, fakes = make_router()
+    before = {k: router.replica_order(k)[0] for k in KEYS}
+    assert set(before.values()) == {"r0", "r1", "r2", "r3"}
+    fakes[2].healthy = False
+    await router.check_health()
+    during = {k: router.replica_order(k)[0] for k in KEYS}
+    moved = {k for k in KEYS if before[k] != during[k]}
+    assert moved == {k for k in KEYS if before[k] == "r2"}
+    assert "r2" not in during.values()
+    fakes[2].healthy = True
+    await router.check_health()
+    assert {k: router.replica_order(k)[0] for k in KEYS} == before
+
+
+async def test_every_turn_of_a_rollout_goes_to_its_home_replica() -> None:
+    router, fakes = make_router()
+    for _ in range(3):
+        generation = await router.generate([1, 2, 3], SAMPLING, routing_key="rollout-42")
+        assert generation.replica == router.replica_order("rollout-42")[0]
+
+
+async def test_failed_request_is_retried_once_elsewhere() -> None:
+    router, fakes = make_router()
+    home = router.replica_order("k")[0]
+    by_name = {f.name: f for f in fakes}
+    by_name[home].fail_requests = True
+    generation = await router.generate([1], SAMPLING, routing_key="k")
+    assert generation.replica != home and home not in router.alive
+    assert by_name[home].calls == ["k"]
+
+
+async def test_second_failure_is_raised_not_retried_again() -> None:
+    router, fakes = make_router()
+    for fake in fakes:
+        fake.fail_requests = True
+    with pytest.raises(ReplicaServerError):
+        await router.generate([1], SAMPLING, routing_key="k")
+    assert sum(len(f.calls) for f in fakes) == 2
+
+
+async def test_hanging_replica_times_out_then_retries() -> None:
+    router, fakes = make_router(request_timeout_s=0.2)
+    home = router.replica_order("k")[0]
+    next(f for f in fakes if f.name == home).hang = True
+    generation = await router.generate([1], SAMPLING, routing_key="k")
+    assert generation.replica != home
+
+
+async def test_bad_request_is_not_retried() -> None:
+    router, fakes = make_router()
+    with pytest.raises(UnknownAdapterError):
+        await router.generate([1], SAMPLING, adapter="nope-v000001", routing_key="k")
+    assert sum(len(f.calls) for f in fakes) == 1 and len(router.alive) == 4
+
+
+async def test_no_live_replica_is_a_clear_error() -> None:
+    router, fakes = make_router(n=1)
+    fakes[0].healthy = False
+    await router.check_health()
+    with pytest.raises(NoReplicaError, match="no live replica"):
+        await router.generate([1], SAMPLING, routing_key="k")
+
+
+async def test_failed_broadcast_rolls_back_everywhere() -> None:
+    router, fakes = make_router()
+    fakes[1].fail_load = True
+    with pytest.raises(AdapterPublishError, match="r1"):
+        await router.load_adapter("run-v000001", "/adapters/v1")
+    assert all(not f.adapters for f in fakes)
+    assert "run-v000001" not in router.published
+
+
+async def test_broadcast_reaches_all_and_revived_replica_resyncs() -> None:
+    router, fakes = make_router()
+    fakes[3].healthy = False
+    await router.check_health()
+    await router.load_adapter("run-v000002", "/adapters/v2")
+    assert [bool(f.adapters) for f in fakes] == [True, True, True, False]
+    fakes[3].healthy = True
+    await router.check_health()
+    assert fakes[3].adapters == {"run-v000002"} and "r3" in router.alive
+    generation = await router.generate([1], SAMPLING, adapter="run-v000002", routing_key="k")
+    assert generation.adapter_version == 2
+
+
+async def test_health_loop_runs_in_background() -> None:
+    import asyncio
+
+    router, fakes = make_router(health_interval_s=0.05)
+    async with router:
+        fakes[0].healthy = False
+        await asyncio.sleep(0.3)
+        assert "r0" not in router.alive

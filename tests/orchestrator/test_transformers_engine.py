@@ -1,0 +1,90 @@
+"""TransformersEngine with the real model: batching, session caches, adapters, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
+from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
+from gymfleet.orchestrator.protocols import Engine
+from gymfleet.orchestrator.records import SamplingParams
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=6)
+
+
+def prompt(tokenizer: Any, text: str) -> list[int]:
+    chat = [{"role": "user", "content": text}]
+    return list(tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)["input_ids"])
+
+
+async def test_concurrent_requests_share_forward_passes(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    prompts = [prompt(smollm_tokenizer, t) for t in ["What is 2+2?", "Name a colour.", "Say a long sentence about cats."]]
+    config = TransformersEngineConfig(batch_window_ms=50)
+    async with TransformersEngine(config, smollm_model, smollm_tokenizer) as engine:
+        assert isinstance(engine, Engine)
+        alone = [await engine.generate(p, GREEDY) for p in prompts]
+        passes_alone = engine.stats.n_forward_passes
+        together = await asyncio.gather(*(engine.generate(p, GREEDY) for p in prompts))
+        assert engine.stats.n_forward_passes - passes_alone <= max(len(g.token_ids) for g in together)
+    for a, b in zip(alone, together):
+        assert a.token_ids == b.token_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+
+
+async def test_next_turn_prefills_only_new_tokens(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    first = prompt(smollm_tokenizer, "Count to three.")
+    async with TransformersEngine(TransformersEngineConfig(), smollm_model, smollm_tokenizer) as engine:
+        g1 = await engine.generate(first, GREEDY, routing_key="s")
+        second = first + g1.token_ids + smollm_tokenizer.encode("\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n")
+        g2 = await engine.generate(second, GREEDY, routing_key="s")
+        assert g2.n_cached_tokens == len(first) + len(g1.token_ids) - 1
+        # a different prompt under the same key drops the stale part of the cache
+        g3 = await engine.generate(prompt(smollm_tokenizer, "Other."), GREEDY, routing_key="s")
+        assert g3.n_cached_tokens < len(first)
+    async with TransformersEngine(TransformersEngineConfig(max_cached_sessions=0), smollm_model, smollm_tokenizer) as cold:
+        g2_cold = await cold.generate(second, GREEDY, routing_key="s")
+    assert g2_cold.n_cached_tokens == 0 and g2_cold.token_ids == g2.token_ids
+
+
+async def test_bad_input_is_a_clear_error(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    config = TransformersEngineConfig(max_context_tokens=32)
+    async with TransformersEngine(config, smollm_model, smollm_tokenizer) as engine:
+        with pytest.raises(ContextLengthError, match="context window of 32"):
+            await engine.generate(list(range(100, 140)), GREEDY)
+        with pytest.raises(UnknownAdapterError, match="not loaded"):
+            await engine.generate([1, 2, 3], GREEDY, adapter="run-v000009")
+        near_limit = await engine.generate(list(range(100, 130)), SamplingParams(temperature=0, max_new_tokens=16))
+        assert len(near_limit.token_ids) <= 2
+
+
+async def test_several_adapters_in_one_batch(smollm_model: Any, smollm_tokenizer: Any, lora_dirs: list[Path]) -> None:
+    model = copy.deepcopy(smollm_model)  # peft injects layers in place: keep the shared model clean
+    config = TransformersEngineConfig(batch_window_ms=50, max_adapters=2)
+    p = prompt(smollm_tokenizer, "Tell me a fact.")
+    async with TransformersEngine(config, model, smollm_tokenizer) as engine:
+        base_before = await engine.generate(p, GREEDY)
+        await engine.load_adapter("run-v000001", str(lora_dirs[0]))
+        await engine.load_adapter("run-v000002", str(lora_dirs[1]))
+        with pytest.raises(AdapterError, match="max_adapters"):
+            await engine.load_adapter("run-v000003", str(lora_dirs[0]))
+        names = [None, "run-v000001", "run-v000002"]
+        alone = [await engine.generate(p, GREEDY, adapter=n) for n in names]
+        passes = engine.stats.n_forward_passes
+        mixed = await asyncio.gather(*(engine.generate(p, GREEDY, adapter=n) for n in names))
+        assert engine.stats.n_forward_passes - passes <= GREEDY.max_new_tokens
+        assert [g.adapter_version for g in mixed] == [0, 1, 2]
+        assert alone[0].token_ids == base_before.token_ids
+        assert alone[1].logprobs != pytest.approx(alone[0].logprobs, abs=1e-3)
+        for a, b in zip(alone, mixed):
+            assert a.token_ids == b.token_ids
+        await engine.unload_adapter("run-v000001")
+        with pytest.raises(UnknownAdapterError):
+            await engine.generate(p, GREEDY, adapter="run-v000001")
+        with pytest.raises(AdapterError, match="failed"):
+            await engine.load_adapter("run-v000004", "/nonexistent/adapter")
