@@ -23,7 +23,7 @@ class GatewayConfig(BaseModel):
 
     run_id: str = "run"
     """Training run whose adapters are served; adapter names are ``<run_id>-v000012``."""
-    keep_versions: int = Field(2, ge=1)
+    keep_versions: int = Field(default=2, ge=1)
     """Adapter versions kept loaded; older ones are unloaded after a publish."""
 
 

@@ -35,15 +35,15 @@ T = TypeVar("T")
 class RouterConfig(BaseModel):
     """How the router watches and calls its replicas."""
 
-    vnodes: int = Field(160, ge=1)
+    vnodes: int = Field(default=160, ge=1)
     """Virtual nodes per replica on the hash ring (more = more even spread)."""
-    request_timeout_s: float = Field(300.0, gt=0)
+    request_timeout_s: float = Field(default=300.0, gt=0)
     """Limit of one generate call on one replica; past it the request is retried elsewhere."""
-    adapter_timeout_s: float = Field(120.0, gt=0)
+    adapter_timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one adapter load/unload on one replica; past it the broadcast fails."""
-    health_interval_s: float = Field(2.0, gt=0)
+    health_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between health-check rounds."""
-    health_timeout_s: float = Field(5.0, gt=0)
+    health_timeout_s: float = Field(default=5.0, gt=0)
     """Limit of one health check; a replica that does not answer in time is dead."""
 
 

@@ -11,7 +11,7 @@ Padding sits in the middle of a row; the 2-D attention mask hides it and explici
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import DynamicCache
@@ -152,7 +152,7 @@ class BatchRunner:
             ])
             layers = [
                 (layer.keys[i : i + 1].index_select(2, index), layer.values[i : i + 1].index_select(2, index))
-                for layer in cache.layers
+                for layer in cast(list[Any], cache.layers)
             ]
             ids = row.prompt_ids + row.token_ids[:n_fed]
             self.caches.put(row.routing_key, SessionCache(ids, row.adapter, layers))

@@ -30,9 +30,9 @@ class CompletionRequest(BaseModel):
 
     model: str
     prompt: list[int] = Field(min_length=1)
-    max_tokens: int = Field(16, ge=1)
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(default=16, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = None
     stop: list[str] | str | None = None
     logprobs: int | None = None
@@ -41,11 +41,15 @@ class CompletionRequest(BaseModel):
 
 
 class LoadLoRARequest(BaseModel):
+    """Body of ``POST /v1/load_lora_adapter``."""
+
     lora_name: str
     lora_path: str
 
 
 class UnloadLoRARequest(BaseModel):
+    """Body of ``POST /v1/unload_lora_adapter``."""
+
     lora_name: str
 
 
@@ -110,7 +114,11 @@ def build_app(engine: TransformersEngine, served_model_name: str) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        return error_response(500, f"replica failed: {exc!r}", "InternalServerError")
+
+    return Starlette(routes=routes, exception_handlers={Exception: internal_error})
 
 
 def _completion_body(engine: TransformersEngine, body: CompletionRequest, generation: Any) -> dict[str, Any]:

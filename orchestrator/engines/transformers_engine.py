@@ -12,7 +12,12 @@ from pydantic import BaseModel, Field
 
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner
-from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
+from gymfleet.orchestrator.engines.errors import (
+    AdapterError,
+    ContextLengthError,
+    ReplicaServerError,
+    UnknownAdapterError,
+)
 from gymfleet.orchestrator.engines.kv_cache import SessionCacheStore
 from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
 from gymfleet.orchestrator.records import Generation, SamplingParams
@@ -25,15 +30,17 @@ class TransformersEngineConfig(BaseModel):
     """Replica name, reported in every Generation."""
     source: ModelSource = Field(default_factory=ModelSource)
     """Which weights to load."""
-    max_batch_size: int = Field(16, ge=1)
+    max_batch_size: int = Field(default=16, ge=1)
     """Most requests sharing one forward pass."""
-    batch_window_ms: float = Field(5.0, ge=0.0)
+    batch_window_ms: float = Field(default=5.0, ge=0.0)
     """How long the first queued request waits for others to join its batch."""
-    max_cached_sessions: int = Field(256, ge=0)
+    max_cached_sessions: int = Field(default=256, ge=0)
     """Sessions whose KV cache is kept (LRU); 0 disables session caching."""
+    max_cached_tokens: int | None = Field(default=65536, ge=1)
+    """Most tokens held in session caches (LRU eviction beyond); None = unbounded."""
     max_context_tokens: int | None = None
     """Context window in tokens; None = the model's ``max_position_embeddings``."""
-    max_adapters: int = Field(8, ge=0)
+    max_adapters: int = Field(default=8, ge=0)
     """Most LoRA adapters loaded at once; loading more fails (free one with unload first)."""
     n_threads: int | None = None
     """torch intra-op threads; None keeps torch's default."""
@@ -78,7 +85,7 @@ class TransformersEngine:
         self.model = model if model is not None else load_model(config.source)
         self.max_context_tokens = config.max_context_tokens or int(self.model.config.max_position_embeddings)
         eos = {self.tokenizer.eos_token_id} | set(_as_list(self.model.generation_config.eos_token_id))
-        self.caches = SessionCacheStore(config.max_cached_sessions)
+        self.caches = SessionCacheStore(config.max_cached_sessions, config.max_cached_tokens)
         self.runner = BatchRunner(self.model, self.tokenizer, self.caches, {e for e in eos if e is not None})
         self.adapters: dict[str, str] = {}
         self.stats = EngineStats()
@@ -184,7 +191,13 @@ class TransformersEngine:
         self.runner.uses_adapters = True
 
     def _unload_adapter_sync(self, name: str) -> None:
-        self.model.delete_adapter(name)
+        if set(self.model.peft_config) == {name}:
+            # peft cannot run with zero adapters: strip the LoRA layers, back to the base model
+            self.model = self.model.unload()
+            self.runner.model = self.model
+            self.runner.uses_adapters = False
+        else:
+            self.model.delete_adapter(name)
         self.caches.drop_adapter(name)
 
     async def _in_worker(self, fn: Any, *args: Any) -> Any:
@@ -214,9 +227,10 @@ class TransformersEngine:
         try:
             stats = await self._in_worker(self.runner.run, [p.row for p in batch])
         except Exception as exc:  # a failed batch fails its requests, never the batcher
+            error = ReplicaServerError(f"replica {self.name!r}: batch of {len(batch)} failed: {exc!r}")
             for p in batch:
                 if not p.future.done():
-                    p.future.set_exception(exc)
+                    p.future.set_exception(error)
             return
         self.stats.n_batches += 1
         self.stats.n_forward_passes += stats.n_forward_passes

@@ -55,13 +55,13 @@ class VLLMEngineConfig(BaseModel):
     """The served base model name (``--served-model-name`` or the model path)."""
     name: str | None = None
     """Replica name; defaults to ``base_url``."""
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one completion request; a hanging replica fails after it."""
-    connect_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
     """Limit for opening a connection."""
-    adapter_timeout_s: float = Field(120.0, gt=0)
+    adapter_timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one adapter load or unload."""
-    health_timeout_s: float = Field(5.0, gt=0)
+    health_timeout_s: float = Field(default=5.0, gt=0)
     """Limit of one health check."""
 
 

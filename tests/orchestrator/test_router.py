@@ -128,3 +128,20 @@ async def test_health_loop_runs_in_background() -> None:
         fakes[0].healthy = False
         await asyncio.sleep(0.3)
         assert "r0" not in router.alive
+
+
+def test_session_cache_store_is_bounded_in_sessions_and_tokens() -> None:
+    from gymfleet.orchestrator.engines.kv_cache import SessionCache, SessionCacheStore
+
+    store = SessionCacheStore(max_sessions=3, max_tokens=10)
+    for key, n in [("a", 4), ("b", 4), ("c", 1)]:
+        store.put(key, SessionCache(list(range(n)), None, []))
+    assert len(store) == 3 and store.n_tokens == 9
+    store.get("a")  # a is now the most recent; b is the oldest
+    store.put("d", SessionCache([1, 2], None, []))
+    assert store.get("b") is None and store.n_tokens == 7
+    entry = SessionCache([5, 6, 7], "x-v000001", [])
+    assert entry.usable_prefix([5, 6, 7, 8], "x-v000001") == 3
+    assert entry.usable_prefix([5, 6, 7], "x-v000001") == 2  # one token is always prefilled
+    assert entry.usable_prefix([5, 9, 7, 8], "x-v000001") == 1
+    assert entry.usable_prefix([5, 6, 7, 8], None) == 0  # another policy never reuses it

@@ -88,3 +88,5 @@ async def test_several_adapters_in_one_batch(smollm_model: Any, smollm_tokenizer
             await engine.generate(p, GREEDY, adapter="run-v000001")
         with pytest.raises(AdapterError, match="failed"):
             await engine.load_adapter("run-v000004", "/nonexistent/adapter")
+        await engine.unload_adapter("run-v000002")  # the last one: back to the plain base model
+        assert (await engine.generate(p, GREEDY)).token_ids == base_before.token_ids
