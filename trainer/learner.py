@@ -59,8 +59,9 @@ class LearnerConfig(BaseModel):
     eps_high: float = 0.28
     """Upper edge: tokens with ratio >= 1 + eps_high are masked (dsis)."""
     temperature: float = 1.0
-    """Sampling temperature of the rollouts; learner logprobs use logits / temperature, as the
-    engine's do."""
+    """Sampling temperature of the rollouts; learner logprobs use the engine's definition."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus mass of the rollouts; learner logprobs are taken after the same truncation."""
     max_staleness: int = Field(4, ge=0)
     """Most policy versions a sample may lag the learner before it is dropped."""
     groups_per_step: int = Field(4, ge=1)
@@ -115,25 +116,28 @@ class StepMetrics:
 
 
 def sequence_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0
 ) -> torch.Tensor:
-    """Logprob of each token given the tokens before it, under ``softmax(logits / temperature)``.
+    """Logprob of each token given the tokens before it, under the rollout's sampling distribution.
 
-    The same quantity the rollout engine records for sampled tokens (temperature applied, no
-    top-p renormalisation), so that ``exp(logp - behaviour_logp)`` is the true importance ratio.
+    The engine's own definition (:func:`gymfleet.orchestrator.engines.logprobs.token_logprobs`:
+    after temperature and nucleus truncation, renormalised), so that
+    ``exp(logp - behaviour_logp)`` is exactly 1 for an unchanged policy.
 
     Args:
         model: a causal LM returning ``.logits`` (B, T, V).
         input_ids: (B, T) int64.
         attention_mask: (B, T) 1 on real tokens.
-        temperature: > 0.
+        temperature: the rollouts' temperature (0 = greedy: temperature-1 logprobs).
+        top_p: the rollouts' nucleus mass.
 
     Returns:
         (B, T) float32; position 0 (no context) is 0.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    logp = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
-    picked = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    from gymfleet.orchestrator.engines.logprobs import token_logprobs
+
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
     return torch.nn.functional.pad(picked, (1, 0))
 
 
@@ -216,7 +220,8 @@ class Learner:
         )
 
     def _micro_step(self, micro: TrainBatch, total_tokens: int):
-        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature)
+        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature,
+                                 self.config.top_p)
         out = policy_loss(
             logp, micro.behaviour_logp, micro.advantages, micro.loss_mask,
             objective=self.config.objective, config=self.loss_config, n_tokens_total=total_tokens,

@@ -162,6 +162,13 @@ class TrajectoryStore:
         async with self.engine.begin() as conn:
             await claims.ack(conn, claim)
 
+    async def consume_groups(self, group_ids: list[str]) -> int:
+        """Marks groups consumed by id (idempotent; see :func:`claims.consume`). Returns how many
+        this call marked."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await claims.consume(conn, group_ids)
+
     async def release(self, claim: Claim) -> None:
         """Gives a claim's groups back unconsumed. Raises ClaimExpiredError if it lost them."""
         async with self.engine.begin() as conn:
