@@ -83,6 +83,8 @@ class ClaimedGroup:
 
     group_id: str
     trajectories: list[Trajectory]
+    task: str = ""
+    """Task name, for per-task reward in the report (empty: the trajectories' env id)."""
 
 
 @runtime_checkable
@@ -113,6 +115,8 @@ class StepMetrics:
     filter: GroupFilterStats = field(default_factory=GroupFilterStats)
     duration_s: float = 0.0
     published_version: int | None = None
+    reward_by_task: dict[str, float] = field(default_factory=dict)
+    """Mean reward of the trainable samples claimed this step, per task."""
 
 
 def sequence_logprobs(
@@ -171,6 +175,11 @@ class Learner:
         self.step = 0
         self.version = 0
         self._pending: list[str] = []
+
+    @property
+    def pending_group_ids(self) -> list[str]:
+        """Groups trained on since the last publish (not yet acknowledged)."""
+        return list(self._pending)
 
     @property
     def loss_config(self) -> LossConfig:
@@ -234,6 +243,11 @@ class Learner:
         claimed = await self.source.claim_groups(self.config.groups_per_step, self.claimer, self.config.claim_lease_s)
         if not claimed:
             return None
+        rewards: dict[str, list[float]] = {}
+        for c in claimed:
+            for t in c.trajectories:
+                if t.status.trains:
+                    rewards.setdefault(c.task or t.env_id, []).append(t.reward)
         groups, stats = repair_groups([c.trajectories for c in claimed], self.version, self.config.max_staleness)
         self._pending.extend(c.group_id for c in claimed)
         if not groups:  # every group dropped: consumed all the same, nothing to train
@@ -241,6 +255,7 @@ class Learner:
         else:
             metrics = self.train_on(groups)
             metrics.filter = stats
+        metrics.reward_by_task = {k: sum(v) / len(v) for k, v in sorted(rewards.items())}
         if groups and self.step % self.config.publish_every == 0:
             metrics.published_version = await self.publish()
         return metrics

@@ -35,7 +35,12 @@ class StoreGroupSource:
                 await self.store.release(claim)
             return []
         self.claimed.extend(claim.group_ids)
-        return [ClaimedGroup(g.group_id, g.trajectories) for g in claim.groups]
+        return [ClaimedGroup(g.group_id, g.trajectories, g.task) for g in claim.groups]
+
+    async def release_own_claims(self, claimer: str) -> int:
+        """Gives back the groups an earlier, dead process of ``claimer`` held (called once at
+        start-up, before resuming); returns how many."""
+        return await self.store.release_claims_of(claimer, self.run_id)
 
     async def ack_groups(self, group_ids: list[str], claimer: str) -> None:
         """Marks the groups consumed, whoever holds their claim now (idempotent)."""

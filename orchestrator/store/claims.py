@@ -158,3 +158,15 @@ async def consume(conn: AsyncConnection, group_ids: list[str]) -> int:
         .values(consumed_at=utcnow())
     )
     return int(result.rowcount)
+
+
+async def release_claimer(conn: AsyncConnection, claimer: str, run_id: str | None = None) -> int:
+    """Gives back every unconsumed group ``claimer`` holds (a restarted learner taking back what
+    its dead predecessor held, instead of waiting for the leases). Returns how many."""
+    cond = and_(GROUPS.c.claimed_by == claimer, GROUPS.c.consumed_at.is_(None))
+    if run_id is not None:
+        cond = and_(cond, GROUPS.c.run_id == run_id)
+    result = await conn.execute(
+        update(GROUPS).where(cond).values(claimed_by=None, claim_token=None, claim_expires_at=None)
+    )
+    return int(result.rowcount)

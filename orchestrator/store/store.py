@@ -169,6 +169,12 @@ class TrajectoryStore:
         async with self.engine.begin() as conn:
             return await claims.consume(conn, group_ids)
 
+    async def release_claims_of(self, claimer: str, run_id: str | None = None) -> int:
+        """Gives back every unconsumed group ``claimer`` holds (see :func:`claims.release_claimer`)."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await claims.release_claimer(conn, claimer, run_id)
+
     async def release(self, claim: Claim) -> None:
         """Gives a claim's groups back unconsumed. Raises ClaimExpiredError if it lost them."""
         async with self.engine.begin() as conn:

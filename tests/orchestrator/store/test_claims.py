@@ -88,3 +88,13 @@ async def test_consume_by_id_is_idempotent_and_ends_a_lost_claim(store: Trajecto
     assert await store.consume_groups([]) == 0
     again = await store.claim_groups(10, "learner-1", lease_s=60)
     assert again.group_ids == [b.group_id]
+
+
+async def test_a_restarted_claimer_takes_back_its_own_claims(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    a = await fill_group(store, RUN, "a")
+    held = await store.claim_groups(10, "learner", lease_s=3600)
+    assert held.group_ids == [a.group_id]
+    assert await store.release_claims_of("someone-else", RUN) == 0
+    assert await store.release_claims_of("learner", RUN) == 1
+    assert (await store.claim_groups(10, "learner", lease_s=60)).group_ids == [a.group_id]
