@@ -19,7 +19,7 @@ from gymfleet.orchestrator.config import RunConfig, apply_override
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.trainer.learner import LearnerConfig
 
-TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s")
+TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads")
 
 
 class BudgetConfig(BaseModel):
@@ -57,6 +57,9 @@ class TrainConfig(BaseModel):
     """Where report.json and the PNG plots go; ``{run_id}`` is filled in."""
     watch_interval_s: float = Field(0.5, gt=0)
     """Seconds between looks at the bucket for a new adapter version."""
+
+    learner_threads: int | None = Field(None, ge=1)
+    """torch threads of the learner process; None keeps torch's default."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
