@@ -71,6 +71,7 @@ class _Job:
         self.attempts = ctx.Value("i", 0)
         self.proc: Any = None
         self.ctx = ctx
+        self.learner_step = 0
 
     def over_wall_budget(self) -> bool:
         limit = self.cfg.budget.max_wall_s
@@ -91,6 +92,7 @@ class _Job:
         latest = await asyncio.to_thread(self.bucket.latest)
         if latest is None or latest.version <= gateway.policy_version:
             return
+        self.learner_step = int(latest.meta.get("step", 0))
         path = latest.url
         if not Path(path).exists():  # a remote bucket: engines read a local copy
             path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, Path(self.cfg.report_dir) / "adapters"))
@@ -118,7 +120,10 @@ class _Job:
                 self.stop.set()
 
     async def drive_sync(self, gateway: Any, scheduler: Scheduler, runner: asyncio.Task[Any]) -> None:
+        limit = self.cfg.budget.max_steps
         while self.learner_alive() and not runner.done() and not self.over_wall_budget():
+            if limit is not None and self.learner_step >= limit:
+                break
             before = self.attempts.value
             scheduler.add_group_budget(self.cfg.learner.groups_per_step)
             while self.attempts.value == before and self.learner_alive() and not runner.done():
