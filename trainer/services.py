@@ -33,7 +33,9 @@ def docker_reachable() -> str | None:
 def chromium_found() -> str | None:
     """None when Chromium is installed; else why not."""
     path = os.environ.get("GYMFLEET_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    return None if path else "no Chromium; apt-get install chromium (make services)"
+    if path and os.path.exists(path):
+        return None
+    return f"no Chromium ({path or 'not on PATH'}); apt-get install chromium (make services) or set GYMFLEET_CHROMIUM"
 
 
 def _needs(task: TaskConfig) -> list[Callable[[], str | None]]:
