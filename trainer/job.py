@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import signal
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -109,6 +110,11 @@ class _Job:
             if scheduler.stats.paused == "staleness":
                 self.timeline.staleness_paused_s += SAMPLE_S
 
+    def request_stop(self) -> None:
+        """Ctrl-C / SIGTERM: the learner finishes its step, publishes, exits; then the job ends."""
+        self.console.print("[yellow]stopping:[/yellow] the learner publishes what it trained, then the job ends")
+        self.stop.set()
+
     def learner_alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
@@ -171,26 +177,27 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
             runner = asyncio.create_task(scheduler.run(), name="scheduler")
             sampler = asyncio.create_task(job.sample_idle(scheduler), name="idle-sampler")
             display = Live(scheduler.stats, console=console, refresh_per_second=1) if live else nullcontext()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):  # the learner publishes what it trained, then all stop
+                loop.add_signal_handler(sig, job.request_stop)
             try:
                 with display:
                     if cfg.mode == "sync":
                         await job.drive_sync(gateway, scheduler, runner)
                     else:
                         await job.drive_async(gateway, runner)
-                    console.log("budget spent, waiting for the learner")
                     exitcode = await job.wait_learner()
-                    console.log("learner exited")
                     await job.hot_load(gateway)
             finally:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
                 job.stop.set()
                 scheduler.request_stop()
                 scheduler.request_stop()
                 await asyncio.gather(runner, return_exceptions=True)
-                console.log("scheduler stopped")
                 sampler.cancel()
                 if exitcode is None:
                     exitcode = await job.wait_learner()
-    console.log("gateway closed")
     job.timeline.wall_s = time.monotonic() - job.t0
     report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, run.run_id)
     report["learner_exitcode"] = exitcode
