@@ -79,6 +79,11 @@ class LongTailWordEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
+    def gold_policy(self) -> Any:
+        from gymfleet.envs.base import ScriptedPolicy
+
+        return ScriptedPolicy([self.word])
+
 
 def _config(mode: str, root: Path, args: argparse.Namespace) -> Any:
     return train_config_from_dict({
