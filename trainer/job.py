@@ -83,7 +83,8 @@ class _Job:
         args = WorkerArgs(
             learner=cfg.learner.model_dump(mode="json"), store_url=cfg.run.store, run_id=cfg.run.run_id,
             bucket_url=cfg.bucket, report_dir=cfg.report_dir, max_steps=cfg.budget.max_steps,
-            min_groups=cfg.learner.groups_per_step if cfg.mode == "sync" else 1, n_threads=cfg.learner_threads,
+            # Every step trains a whole step's worth of groups, in both modes (same batch size).
+            min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
         )
         self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts),
                                      name="gymfleet-learner")
