@@ -18,7 +18,8 @@ Part 2 measures store insert rates (rollouts/s and MB/s, each rollout in its own
 batched transaction) on SQLite and PostgreSQL (``--pg-url`` or ``GYMFLEET_TEST_PG_URL``), against
 a baseline in the same run: one plain multi-row INSERT of the same rows.
 
-Usage: ``python benchmarks/orchestrator.py [--in-flight 10000] [--duration-s 60] [--warmup-s 20]``
+Usage: ``python benchmarks/orchestrator.py [--in-flight 10000] [--duration-s 60] [--warmup-s 20]
+[--loop both|uvloop|asyncio]`` (both: the asyncio loop is the baseline of the uvloop run).
 Prints one JSON object on stdout; progress goes to stderr.
 """
 
@@ -27,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -41,6 +44,7 @@ from sqlalchemy import insert
 
 from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.orchestrator.config import RunConfig
+from gymfleet.orchestrator.loop import run_loop
 from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
 from gymfleet.orchestrator.scheduler import Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
@@ -313,14 +317,16 @@ def main(
     store_rollouts: Annotated[int, typer.Option(help="Rollouts inserted per store backend.")] = 2000,
     tokens: Annotated[int, typer.Option(help="Tokens per rollout in the store benchmark.")] = 2048,
     pg_url: Annotated[str | None, typer.Option(help="PostgreSQL URL (default $GYMFLEET_TEST_PG_URL).")] = None,
+    loop: Annotated[str, typer.Option(help="Event loop: uvloop, asyncio, or both (asyncio as the baseline).")] = "both",
 ) -> None:
     """Prints one JSON object with the scheduler and store figures."""
     pg_url = pg_url or os.environ.get("GYMFLEET_TEST_PG_URL")
 
-    async def run() -> dict[str, Any]:
+    async def run(kind: str) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
-            err.print(f"scheduler: {in_flight} in flight for {duration_s:g} s")
-            result: dict[str, Any] = {"scheduler": await scheduler_bench(in_flight, duration_s, warmup_s, Path(tmp))}
+            err.print(f"scheduler: {in_flight} in flight for {duration_s:g} s on {kind}")
+            result: dict[str, Any] = {"loop": kind,
+                                      "scheduler": await scheduler_bench(in_flight, duration_s, warmup_s, Path(tmp))}
             err.print("\nstore: sqlite")
             result["store_sqlite"] = await store_bench(str(Path(tmp) / "store.db"), store_rollouts, tokens, None)
         if pg_url:
@@ -336,7 +342,19 @@ def main(
         result["load_average_1m"] = round(os.getloadavg()[0], 1)
         return result
 
-    print(json.dumps(asyncio.run(run()), indent=2))
+    if loop != "both":
+        print(json.dumps(run_loop(run(loop), loop), indent=2))
+        return
+    # Each loop in a fresh process, so that RSS per rollout is not read off the previous run's peak.
+    results = {}
+    for kind in ("asyncio", "uvloop"):
+        args = [sys.executable, __file__, "--loop", kind, "--in-flight", str(in_flight), "--duration-s",
+                str(duration_s), "--warmup-s", str(warmup_s), "--store-rollouts", str(store_rollouts),
+                "--tokens", str(tokens), *(["--pg-url", pg_url] if pg_url else [])]
+        results[kind] = json.loads(subprocess.run(args, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    base, fast = results["asyncio"]["scheduler"], results["uvloop"]["scheduler"]
+    print(json.dumps({**results, "uvloop_vs_asyncio_rollouts_per_s": round(
+        fast["rollouts_per_s"] / base["rollouts_per_s"], 3)}, indent=2))
 
 
 if __name__ == "__main__":

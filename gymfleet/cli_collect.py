@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +13,7 @@ from rich.text import Text
 from gymfleet.orchestrator.collect import collect
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.orchestrator.loop import run_loop
 
 console = Console(stderr=True)
 
@@ -36,8 +36,8 @@ def collect_command(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = load_run_config(config, overrides)
-        outcome = asyncio.run(collect(cfg, config_path=config, overrides=overrides, console=console,
-                                      live=progress and console.is_terminal))
+        outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
+                                   live=progress and console.is_terminal))
     except ConfigError as exc:
         console.print(Text("error: ", style="red") + Text(str(exc)))
         raise typer.Exit(2) from exc

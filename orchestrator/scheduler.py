@@ -21,7 +21,7 @@ from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
 from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.orchestrator.records import RolloutStatus, SamplingParams, Trajectory
 from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
@@ -209,13 +209,18 @@ class Scheduler:
         cfg = work.cfg
         request = RolloutRequest(
             self.config.run_id, sample.group_id, rollout_id, cfg.registered_id, sample.instance_id,
-            cfg.sampling.model_copy(update={"seed": zlib.crc32(f"{self.config.seed}/{rollout_id}".encode())}),
+            self._sampling(cfg.sampling, rollout_id),
             cfg.max_turns, cfg.turn_timeout_s, cfg.rollout_timeout_s,
         )
         rollout = Rollout(request, self.env_factories[work.name], self.gateway)
         task = asyncio.create_task(self._run_one(work, sample, rollout, version), name=rollout_id)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _sampling(self, base: SamplingParams, rollout_id: str) -> SamplingParams:
+        # model_construct: the base was validated once; copying it per rollout was a hot spot.
+        seed = zlib.crc32(f"{self.config.seed}/{rollout_id}".encode())
+        return SamplingParams.model_construct(**{**base.__dict__, "seed": seed})
 
     async def _run_one(self, work: TaskWork, sample: SampleRef, rollout: Rollout, version: int) -> None:
         try:
