@@ -128,16 +128,21 @@ async def main() -> None:
     parser.add_argument("--rollouts", type=int, default=64)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--replicas", type=int, default=4)
+    parser.add_argument("--parts", default="routing,batching,adapters", help="comma-separated subset to run")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     tokenizer, model = load_tokenizer(ModelSource()), load_model(ModelSource())
     started = time.perf_counter()
-    report = {
+    report: dict[str, Any] = {
         "setup": {"model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantised to float32, CPU)", "rollouts": args.rollouts,
                   "turns": args.turns, "replicas": args.replicas, "new_tokens_per_turn": TURN.max_new_tokens},
-        "routing": await routing_figures(model, tokenizer, args),
-        "batching": await batching_figures(model, tokenizer),
-        "adapters": await adapter_figures(model, tokenizer),
     }
+    if "routing" in parts:
+        report["routing"] = await routing_figures(model, tokenizer, args)
+    if "batching" in parts:
+        report["batching"] = await batching_figures(model, tokenizer)
+    if "adapters" in parts:
+        report["adapters"] = await adapter_figures(model, tokenizer)
     report["wall_s"] = round(time.perf_counter() - started, 1)
     json.dump(report, sys.stdout, indent=2)
     print()

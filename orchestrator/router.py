@@ -132,8 +132,9 @@ class Router:
             self.published[name] = path
             return
         loaded = [t for t in targets if t not in failed]
+        # a replica that timed out may still finish loading: unload there too (best effort)
         await asyncio.gather(
-            *(self._call(t, lambda e: e.unload_adapter(name), self.config.adapter_timeout_s) for t in loaded),
+            *(self._call(t, lambda e: e.unload_adapter(name), self.config.adapter_timeout_s) for t in targets),
             return_exceptions=True,
         )
         reasons = "; ".join(f"{t}: {r}" for t, r in failed.items())
@@ -177,10 +178,9 @@ class Router:
 
     async def _revive(self, name: str) -> None:
         """Reloads the published adapters on a replica that came back, then adds it to the ring."""
-        engine = self.replicas[name]
         for adapter, path in list(self.published.items()):
-            try:
-                await engine.unload_adapter(adapter)  # it may still hold an old copy
+            try:  # it may still hold an old copy
+                await self._call(name, lambda e: e.unload_adapter(adapter), self.config.adapter_timeout_s)
             except Exception:
                 pass
             try:

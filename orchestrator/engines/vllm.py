@@ -152,7 +152,7 @@ class VLLMEngine:
             return await self._client.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
             raise ReplicaTimeoutError(f"{self.name}: no answer to {method} {url} in time ({exc!r})") from exc
-        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        except httpx.HTTPError as exc:  # refused, reset, protocol error: the replica is unreachable
             raise ReplicaUnavailableError(f"{self.name}: {method} {url} failed: {exc!r}") from exc
 
     def _parse_completion(self, response: httpx.Response, adapter: str | None) -> Generation:

@@ -1,18 +1,14 @@
-"""Fixtures of the orchestrator tests: ONE load of the embedded model per test session, fakes."""
+"""Fixtures of the orchestrator tests: ONE load of the embedded model per test session."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gymfleet.orchestrator.engines.errors import AdapterError, ReplicaServerError, UnknownAdapterError
-from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
-from gymfleet.orchestrator.records import Generation, SamplingParams
 
 
 @pytest.fixture(scope="session")
@@ -42,44 +38,6 @@ def lora_dirs(smollm_model: Any, tmp_path_factory: pytest.TempPathFactory) -> li
         peft_model.save_pretrained(path)
         paths.append(path)
     return paths
-
-
-class FakeEngine:
-    """A scripted replica implementing the Engine Protocol, with switchable failure modes."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.adapters: set[str] = set()
-        self.healthy = True
-        self.fail_requests = False
-        self.hang = False
-        self.fail_load = False
-        self.calls: list[str | None] = []
-
-    async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None, routing_key: str | None = None
-    ) -> Generation:
-        self.calls.append(routing_key)
-        if self.hang:
-            await asyncio.sleep(3600)
-        if self.fail_requests:
-            raise ReplicaServerError(f"{self.name}: HTTP 500")
-        if adapter is not None and adapter not in self.adapters:
-            raise UnknownAdapterError(adapter)
-        return Generation([7, 8], [-0.5, -0.25], "stop", adapter_version(adapter), self.name, len(prompt_ids))
-
-    async def load_adapter(self, name: str, path: str) -> None:
-        if self.fail_load:
-            raise AdapterError(f"{self.name}: cannot load {path}")
-        self.adapters.add(name)
-
-    async def unload_adapter(self, name: str) -> None:
-        if name not in self.adapters:
-            raise UnknownAdapterError(name)
-        self.adapters.discard(name)
-
-    async def health(self) -> bool:
-        return self.healthy
 
 
 # ---- scheduler tests: a run config over the test envs (tests/orchestrator/fakes.py), a store ----

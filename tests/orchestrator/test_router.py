@@ -14,7 +14,7 @@ from gymfleet.orchestrator.engines.errors import (
 from gymfleet.orchestrator.protocols import Engine
 from gymfleet.orchestrator.records import SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
-from tests.orchestrator.conftest import FakeEngine
+from tests.orchestrator.fake_engine import FakeEngine
 
 SAMPLING = SamplingParams(max_new_tokens=2)
 KEYS = [f"rollout-{i}" for i in range(2000)]
@@ -105,6 +105,14 @@ async def test_failed_broadcast_rolls_back_everywhere() -> None:
         await router.load_adapter("run-v000001", "/adapters/v1")
     assert all(not f.adapters for f in fakes)
     assert "run-v000001" not in router.published
+
+
+async def test_broadcast_with_a_hanging_replica_times_out_and_rolls_back() -> None:
+    router, fakes = make_router(adapter_timeout_s=0.2)
+    fakes[0].hang_load = True
+    with pytest.raises(AdapterPublishError, match="r0"):
+        await router.load_adapter("run-v000003", "/adapters/v3")
+    assert all(not f.adapters for f in fakes)
 
 
 async def test_broadcast_reaches_all_and_revived_replica_resyncs() -> None:

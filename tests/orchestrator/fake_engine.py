@@ -1,0 +1,50 @@
+"""A scripted replica implementing the Engine Protocol, for router and gateway tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gymfleet.orchestrator.engines.adapters import adapter_version
+from gymfleet.orchestrator.engines.errors import AdapterError, ReplicaServerError, UnknownAdapterError
+from gymfleet.orchestrator.records import Generation, SamplingParams
+
+
+class FakeEngine:
+    """A scripted replica implementing the Engine Protocol, with switchable failure modes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.adapters: set[str] = set()
+        self.healthy = True
+        self.fail_requests = False
+        self.hang = False
+        self.fail_load = False
+        self.hang_load = False
+        self.calls: list[str | None] = []
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None, routing_key: str | None = None
+    ) -> Generation:
+        self.calls.append(routing_key)
+        if self.hang:
+            await asyncio.sleep(3600)
+        if self.fail_requests:
+            raise ReplicaServerError(f"{self.name}: HTTP 500")
+        if adapter is not None and adapter not in self.adapters:
+            raise UnknownAdapterError(adapter)
+        return Generation([7, 8], [-0.5, -0.25], "stop", adapter_version(adapter), self.name, len(prompt_ids))
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        if self.fail_load:
+            raise AdapterError(f"{self.name}: cannot load {path}")
+        self.adapters.add(name)
+        if self.hang_load:  # loads, but answers too late
+            await asyncio.sleep(3600)
+
+    async def unload_adapter(self, name: str) -> None:
+        if name not in self.adapters:
+            raise UnknownAdapterError(name)
+        self.adapters.discard(name)
+
+    async def health(self) -> bool:
+        return self.healthy
