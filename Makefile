@@ -24,7 +24,7 @@ services:
 	bash scripts/services.sh
 
 run: setup
-	$(BIN)/gymfleet rollout --env gymfleet/Terminal-v0 --policy gold --n 3
+	$(BIN)/gymfleet train configs/train-default.yaml
 
 test: setup services
 	. ./scripts/services.env 2>/dev/null; $(BIN)/python -m pytest $(PYTEST_ARGS)

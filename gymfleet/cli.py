@@ -11,6 +11,7 @@ from gymfleet.cli_runs import runs_app
 from gymfleet.cli_serve import serve
 from gymfleet.cli_images import images_app
 from gymfleet.cli_sandbox import sandbox_app
+from gymfleet.cli_train import train_command
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 app.add_typer(envs_app, name="envs")
@@ -21,6 +22,7 @@ app.command("serve")(serve)
 app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(eval_app, name="eval")
+app.command("train")(train_command)
 
 if __name__ == "__main__":
     app()

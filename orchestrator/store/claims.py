@@ -142,3 +142,31 @@ async def _settle(conn: AsyncConnection, claim: Claim, values: dict) -> None:
             f"are no longer held (lease expired at {claim.expires_at.isoformat()} and they were "
             "re-claimed); claim with a longer lease_s"
         )
+
+
+async def consume(conn: AsyncConnection, group_ids: list[str]) -> int:
+    """Marks groups consumed by id, whoever holds them (a learner acking what its published
+    weights were trained on, possibly after a restart that lost the claim token). Idempotent.
+
+    Returns:
+        How many groups this call marked (already consumed ones are not counted).
+    """
+    if not group_ids:
+        return 0
+    result = await conn.execute(
+        update(GROUPS).where(GROUPS.c.group_id.in_(group_ids), GROUPS.c.consumed_at.is_(None))
+        .values(consumed_at=utcnow())
+    )
+    return int(result.rowcount)
+
+
+async def release_claimer(conn: AsyncConnection, claimer: str, run_id: str | None = None) -> int:
+    """Gives back every unconsumed group ``claimer`` holds (a restarted learner taking back what
+    its dead predecessor held, instead of waiting for the leases). Returns how many."""
+    cond = and_(GROUPS.c.claimed_by == claimer, GROUPS.c.consumed_at.is_(None))
+    if run_id is not None:
+        cond = and_(cond, GROUPS.c.run_id == run_id)
+    result = await conn.execute(
+        update(GROUPS).where(cond).values(claimed_by=None, claim_token=None, claim_expires_at=None)
+    )
+    return int(result.rowcount)

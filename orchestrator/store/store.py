@@ -174,6 +174,19 @@ class TrajectoryStore:
         async with self.engine.begin() as conn:
             await claims.ack(conn, claim)
 
+    async def consume_groups(self, group_ids: list[str]) -> int:
+        """Marks groups consumed by id (idempotent; see :func:`claims.consume`). Returns how many
+        this call marked."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await claims.consume(conn, group_ids)
+
+    async def release_claims_of(self, claimer: str, run_id: str | None = None) -> int:
+        """Gives back every unconsumed group ``claimer`` holds (see :func:`claims.release_claimer`)."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await claims.release_claimer(conn, claimer, run_id)
+
     async def release(self, claim: Claim) -> None:
         """Gives a claim's groups back unconsumed. Raises ClaimExpiredError if it lost them."""
         async with self.engine.begin() as conn:

@@ -221,3 +221,19 @@ async def test_first_stop_request_tells_what_happens_next(
     with caplog.at_level("WARNING", logger="gymfleet.orchestrator.scheduler"):
         scheduler.request_stop()
     assert "stop requested" in caplog.text and "Ctrl-C" in caplog.text
+
+
+async def test_group_budget_starts_exactly_that_many_groups(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
+    cfg = run_config(tmp_path, [task("a", passes=None)], max_in_flight=8)
+    scheduler = await make_scheduler(cfg, sqlite_store)
+    scheduler.group_budget = 0
+    runner = asyncio.create_task(scheduler.run())
+    for n_total in (2, 3):
+        scheduler.add_group_budget(n_total - (2 if n_total == 3 else 0))
+        while scheduler.stats.completed < 3 * n_total or scheduler.stats.in_flight:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # nothing more starts while the budget is spent
+        assert scheduler.stats.completed == 3 * n_total and scheduler.group_budget == 0
+    scheduler.request_stop()
+    await runner
+    assert len(await final_by_sample(sqlite_store)) == 9

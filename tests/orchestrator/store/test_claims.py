@@ -74,3 +74,27 @@ async def test_release_makes_groups_claimable_at_once(store: TrajectoryStore) ->
     claim = await store.claim_groups(1, "a", lease_s=600)
     await store.release(claim)
     assert (await store.claim_groups(1, "b", lease_s=600)).group_ids == claim.group_ids
+
+
+async def test_consume_by_id_is_idempotent_and_ends_a_lost_claim(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    a = await fill_group(store, RUN, "a")
+    b = await fill_group(store, RUN, "b")
+    claim = await store.claim_groups(10, "learner-0", lease_s=0.01)
+    assert sorted(claim.group_ids) == sorted([a.group_id, b.group_id])
+    await asyncio.sleep(0.05)  # the lease runs out: a restarted learner acks by id, not by token
+    assert await store.consume_groups([a.group_id]) == 1
+    assert await store.consume_groups([a.group_id]) == 0
+    assert await store.consume_groups([]) == 0
+    again = await store.claim_groups(10, "learner-1", lease_s=60)
+    assert again.group_ids == [b.group_id]
+
+
+async def test_a_restarted_claimer_takes_back_its_own_claims(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    a = await fill_group(store, RUN, "a")
+    held = await store.claim_groups(10, "learner", lease_s=3600)
+    assert held.group_ids == [a.group_id]
+    assert await store.release_claims_of("someone-else", RUN) == 0
+    assert await store.release_claims_of("learner", RUN) == 1
+    assert (await store.claim_groups(10, "learner", lease_s=60)).group_ids == [a.group_id]

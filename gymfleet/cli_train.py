@@ -1,0 +1,49 @@
+"""`gymfleet train CONFIG`: the training job (orchestrator + engines + learner), async or sync."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from gymfleet.orchestrator.errors import ConfigError
+
+console = Console(stderr=True)
+
+
+def train_command(
+    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Training config (YAML).")],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show the live progress table.")] = True,
+) -> None:
+    """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
+    from gymfleet.trainer.config import load_train_config
+    from gymfleet.trainer.job import train
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = load_train_config(config, list(set_ or []))
+        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal))
+    except (ConfigError, ValueError) as exc:
+        console.print(Text("error: ", style="red") + Text(str(exc)))
+        raise typer.Exit(2) from exc
+    r = outcome.report
+    console.print(
+        f"run {r['run_id']} ({r['mode']}): {r['n_steps']} learner steps this start (last step {r['last_step']}), "
+        f"policy v{r['final_version']}, {r['wall_s']:.0f} s; learner idle {r['learner_idle_fraction']:.0%}, "
+        f"generation idle {r['generation_idle_fraction']:.0%}",
+        markup=False, highlight=False,
+    )
+    print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
+    if outcome.learner_exitcode not in (0, None):
+        console.print(Text("the learner process died ", style="red") + Text(
+            f"(exit code {outcome.learner_exitcode}, see learner.log in the report folder); "
+            "run the same command again to resume from the bucket"))
+        raise typer.Exit(3)

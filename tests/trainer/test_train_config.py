@@ -1,0 +1,88 @@
+"""TrainConfig loading, the service filter of the task mix, and the report writer."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.trainer.config import load_train_config
+from gymfleet.trainer.report import AdapterLoad, GenerationTimeline, build_report, write_report
+from gymfleet.trainer.services import available_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(tmp_path: Path, doc: dict) -> Path:
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _task(name: str, env_id: str = "gymfleet/Terminal-v0", **kw) -> dict:
+    return {"name": name, "env_id": env_id, "sampling": {"temperature": 0.7, "top_p": 0.9}, **kw}
+
+
+def test_defaults_learner_sampling_and_staleness_come_from_the_run(tmp_path: Path) -> None:
+    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "learner": {"max_staleness": 3}}),
+                            ["mode=sync", "budget.max_steps=5"])
+    assert cfg.run.run_id == "t" and cfg.mode == "sync" and cfg.budget.max_steps == 5
+    assert (cfg.learner.temperature, cfg.learner.top_p) == (0.7, 0.9)
+    assert cfg.run.max_staleness == 3 and cfg.run.tasks[0].passes is None
+    assert cfg.bucket == "runs/t/bucket" and cfg.report_dir == "runs/t/report"
+
+
+def test_the_embedded_default_config_loads() -> None:
+    cfg = load_train_config(ROOT / "configs" / "train-default.yaml")
+    assert {t.name for t in cfg.run.tasks} == {"miniwob", "terminal", "slides", "swe"}
+
+
+@pytest.mark.parametrize(("doc", "overrides", "needle"), [
+    ({"tasks": [_task("a"), {**_task("b"), "sampling": {"temperature": 1.0}}]}, [], "same sampling"),
+    ({"tasks": [_task("a")], "budget": {"max_steps": None}}, [], "budget.max_steps or budget.max_wall_s"),
+    ({"tasks": [_task("a")], "mode": "lockstep"}, [], "mode"),
+    ({"tasks": [_task("a")]}, ["learner"], "KEY.PATH=VALUE"),
+    ({"tasks": [_task("a")], "learner": {"lora_rank": 0}}, [], "learner.lora_rank"),
+])
+def test_bad_configs_say_what_to_fix(tmp_path: Path, doc: dict, overrides: list[str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_train_config(_write(tmp_path, doc), overrides)
+
+
+def test_tasks_whose_service_is_missing_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GYMFLEET_CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    cfg = load_train_config(_write(tmp_path, {"tasks": [
+        _task("term", env_kwargs={"sandbox": "local"}), _task("dterm", env_kwargs={"sandbox": "docker"}),
+        _task("web", "gymfleet/miniwob.click-test-2-v0"), _task("swe", "gymfleet/SWE-v0"),
+    ]}))
+    run, left_out = available_tasks(cfg.run)
+    assert [t.name for t in run.tasks] == ["term"]
+    assert set(left_out) == {"dterm", "web", "swe"}
+    assert "Docker" in left_out["swe"] and "Chromium" in left_out["web"]
+    only_web = cfg.run.model_copy(update={"tasks": [cfg.run.tasks[2]]})
+    with pytest.raises(ValueError, match="no task"):
+        available_tasks(only_web)
+
+
+def test_report_json_and_pngs(tmp_path: Path) -> None:
+    t0 = time.time()
+    steps = [{"event": "step", "t": t0 + 10 * i, "step": i, "loss": 0.1, "masked_fraction": 0.01, "mean_ratio": 1.0,
+              "kl": 0.001, "n_tokens": 100, "n_groups": 2, "mean_reward": 0.5, "idle_s": 2.0, "duration_s": 8.0,
+              "published_version": i, "reward_by_task": {"a": 0.1 * i, "b": 0.5}, "version": i,
+              "filter": {"staleness": [0, 1, 1]}} for i in (1, 2, 3)]
+    (tmp_path / "learner.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n")
+    timeline = GenerationTimeline(started_at=t0 - 1, wall_s=40.0, generation_idle_s=4.0,
+                                  loads=[AdapterLoad(t0 + 11, 1, 0.5)], left_out={"swe": "no Docker"})
+    report = build_report(tmp_path, "async", timeline, "r")
+    assert report["n_steps"] == 3 and report["staleness_histogram"] == {"0": 3, "1": 6}
+    assert report["learner_idle_fraction"] == pytest.approx(6 / 40) and report["tokens_masked"] == pytest.approx(3.0)
+    path = write_report(tmp_path, report)
+    assert json.loads(path.read_text())["tasks_left_out"] == {"swe": "no Docker"}
+    for png in ("reward.png", "learner.png", "staleness.png", "idle.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"

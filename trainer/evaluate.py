@@ -1,0 +1,57 @@
+"""Held-out evaluation of a policy (base model or a published adapter) on a task's instances.
+
+Runs a collection (:func:`gymfleet.orchestrator.collect.collect`) of one task over fixed
+instances with the given adapter and returns the mean reward, so that a trained adapter and the
+untrained one are compared on the same instances with the same sampling seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from gymfleet.orchestrator.collect import collect
+from gymfleet.orchestrator.config import RunConfig, TaskConfig
+from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.orchestrator.store import TrajectoryStore
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Mean reward over the rollouts that finished (infrastructure failures excluded)."""
+
+    mean_reward: float
+    n_rollouts: int
+    rewards: list[float]
+
+
+async def evaluate(
+    task: TaskConfig, instances: list[str], workdir: Path, *, adapter: str | None = None, name: str = "eval",
+    samples_per_instance: int = 1, max_in_flight: int = 8, seed: int = 0,
+) -> EvalResult:
+    """Mean reward of the base model (``adapter=None``) or of a PEFT adapter folder on ``instances``.
+
+    Args:
+        task: the task (its env, turn limit and sampling are used; instances are replaced).
+        instances: held-out instance ids.
+        workdir: where this evaluation's store goes (``workdir/<name>.db``).
+        adapter: a PEFT adapter folder (a bucket version's path), or None for the base model.
+        samples_per_instance: rollouts per instance.
+        seed: the sampling seed base (keep it equal across the runs being compared).
+    """
+    run_id = "heldout"  # the same run id (hence the same rollout ids and seeds) for every policy compared
+    task = task.model_copy(update={"instances": list(instances), "max_instances": None, "passes": 1,
+                                   "group_size": samples_per_instance, "name": task.name})
+    config = RunConfig.model_validate({
+        "run_id": run_id, "store": str(Path(workdir) / f"{name}.db"),
+        "metrics_path": str(Path(workdir) / f"{name}.metrics.jsonl"), "max_in_flight": max_in_flight,
+        "seed": seed, "policy": {"adapter": adapter} if adapter else {}, "tasks": [task.model_dump()],
+    })
+    await collect(config, console=Console(stderr=True, quiet=True), live=False)
+    async with await TrajectoryStore.open(config.store) as store:
+        rows = await store.trajectories(run_id, limit=None)
+    rewards = [r.trajectory.reward for r in rows if r.trajectory.status.trains
+               and r.trajectory.status is not RolloutStatus.aborted]
+    return EvalResult(sum(rewards) / max(len(rewards), 1), len(rewards), rewards)

@@ -1,0 +1,206 @@
+"""The training job: orchestrator, engines and learner together, asynchronously or in lock-step.
+
+The scheduler and the engines run in this process's event loop; the learner runs in its own
+process (:mod:`gymfleet.trainer.worker`, multiprocessing spawn) so it never blocks the loop. A
+watcher polls the bucket and hot-loads each new adapter version into the engines (the router's
+broadcast) and the gateway's policy version; rollouts started afterwards use it, and each
+generation is stamped with its version.
+
+* ``async``: generation never waits for training except through the staleness gate.
+* ``sync`` (baseline): let exactly ``groups_per_step`` groups start, wait until the learner has
+  trained on them and published, load the new version, repeat.
+
+The job ends when the budget is spent (learner steps, or wall-clock seconds), writes the report
+(:mod:`gymfleet.trainer.report`) and returns where it is. A learner that dies ends the job; the
+same command resumes from the bucket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import signal
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+from gymfleet.orchestrator.metrics import MetricsWriter
+from gymfleet.orchestrator.policy import open_gateway
+from gymfleet.orchestrator.scheduler import Scheduler
+from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.trainer.bucket import AdapterBucket
+from gymfleet.trainer.config import TrainConfig
+from gymfleet.trainer.report import AdapterLoad, GenerationTimeline, build_report, write_report
+from gymfleet.trainer.services import available_tasks
+from gymfleet.trainer.worker import WorkerArgs, learner_process
+
+SAMPLE_S = 0.05
+LEARNER_EXIT_WAIT_S = 600.0
+
+
+@dataclass
+class JobOutcome:
+    """How a training job ended.
+
+    Attributes:
+        report_path: report.json.
+        learner_exitcode: 0 when the learner spent its budget; negative (signal) or positive when
+            it died (run the same command again to resume).
+        report: the report's content.
+    """
+
+    report_path: Path
+    learner_exitcode: int | None
+    report: dict[str, Any]
+
+
+class _Job:
+    def __init__(self, cfg: TrainConfig, console: Console) -> None:
+        self.cfg = cfg
+        self.console = console
+        self.bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
+        self.timeline = GenerationTimeline(started_at=time.time())
+        self.t0 = time.monotonic()
+        ctx = mp.get_context("spawn")
+        self.stop = ctx.Event()
+        self.attempts = ctx.Value("i", 0)
+        self.proc: Any = None
+        self.ctx = ctx
+        self.learner_step = 0
+
+    def over_wall_budget(self) -> bool:
+        limit = self.cfg.budget.max_wall_s
+        return limit is not None and time.monotonic() - self.t0 >= limit
+
+    def start_learner(self) -> None:
+        cfg = self.cfg
+        args = WorkerArgs(
+            learner=cfg.learner.model_dump(mode="json"), store_url=cfg.run.store, run_id=cfg.run.run_id,
+            bucket_url=cfg.bucket, report_dir=cfg.report_dir, max_steps=cfg.budget.max_steps,
+            # Every step trains a whole step's worth of groups, in both modes (same batch size).
+            min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
+        )
+        self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts),
+                                     name="gymfleet-learner")
+        self.proc.start()
+
+    async def hot_load(self, gateway: Any) -> None:
+        latest = await asyncio.to_thread(self.bucket.latest)
+        if latest is None or latest.version <= gateway.policy_version:
+            return
+        self.learner_step = int(latest.meta.get("step", 0))
+        path = latest.url
+        if not Path(path).exists():  # a remote bucket: engines read a local copy
+            path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, Path(self.cfg.report_dir) / "adapters"))
+        t0 = time.monotonic()
+        await gateway.publish_adapter(latest.version, path)
+        self.timeline.loads.append(AdapterLoad(time.time(), latest.version, time.monotonic() - t0))
+        self.console.print(f"[green]policy v{latest.version}[/green] loaded (learner step {latest.meta.get('step')})")
+
+    async def sample_idle(self, scheduler: Scheduler) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_S)
+            if scheduler.stats.in_flight == 0:
+                self.timeline.generation_idle_s += SAMPLE_S
+            if scheduler.stats.paused == "staleness":
+                self.timeline.staleness_paused_s += SAMPLE_S
+
+    def request_stop(self) -> None:
+        """Ctrl-C / SIGTERM: the learner finishes its step, publishes, exits; then the job ends."""
+        self.console.print("[yellow]stopping:[/yellow] the learner publishes what it trained, then the job ends")
+        self.stop.set()
+
+    def learner_alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    async def drive_async(self, gateway: Any, runner: asyncio.Task[Any]) -> None:
+        while self.learner_alive() and not runner.done():
+            await asyncio.sleep(self.cfg.watch_interval_s)
+            await self.hot_load(gateway)
+            if self.over_wall_budget():
+                self.stop.set()
+
+    async def drive_sync(self, gateway: Any, scheduler: Scheduler, runner: asyncio.Task[Any]) -> None:
+        limit = self.cfg.budget.max_steps
+        while self.learner_alive() and not runner.done() and not self.over_wall_budget():
+            if limit is not None and self.learner_step >= limit:
+                break
+            before = self.attempts.value
+            scheduler.add_group_budget(self.cfg.learner.groups_per_step)
+            while self.attempts.value == before and self.learner_alive() and not runner.done():
+                await asyncio.sleep(SAMPLE_S)
+            await self.hot_load(gateway)
+        self.stop.set()
+
+    async def wait_learner(self) -> int | None:
+        if self.proc is None:
+            return None
+        self.stop.set()
+        await asyncio.to_thread(self.proc.join, LEARNER_EXIT_WAIT_S)
+        if self.proc.is_alive():
+            self.proc.kill()
+            await asyncio.to_thread(self.proc.join)
+        return self.proc.exitcode
+
+
+async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool = True) -> JobOutcome:
+    """Runs a training job until its budget is spent (or the learner dies) and writes its report.
+
+    Raises:
+        ConfigError: a task's env or instances, or the policy, cannot be set up.
+        ValueError: no task of the mix can run here.
+    """
+    console = console or Console(stderr=True)
+    run, left_out = available_tasks(cfg.run)
+    for name, why in left_out.items():
+        console.print(f"[yellow]task {name} left out:[/yellow] {why}")
+    cfg = cfg.model_copy(update={"run": run.model_copy(update={"shutdown": run.shutdown.model_copy(
+        update={"mode": "abort"})})})
+    Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
+    job = _Job(cfg, console)
+    job.timeline.left_out = left_out
+    factories = {t.name: env_factory(t) for t in run.tasks}
+    instances = {t.name: await resolve_instances(t, factories[t.name]) for t in run.tasks}
+    exitcode = None
+    async with await TrajectoryStore.open(run.store) as store, open_gateway(run.policy, run.run_id) as gateway:
+        with MetricsWriter(run.metrics_path) as metrics:
+            scheduler = Scheduler(cfg.run, store, gateway, factories, instances, metrics=metrics)
+            await job.hot_load(gateway)  # a resumed run starts from its newest version
+            if cfg.mode == "sync":
+                scheduler.group_budget = 0
+            job.start_learner()
+            runner = asyncio.create_task(scheduler.run(), name="scheduler")
+            sampler = asyncio.create_task(job.sample_idle(scheduler), name="idle-sampler")
+            display = Live(scheduler.stats, console=console, refresh_per_second=1) if live else nullcontext()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):  # the learner publishes what it trained, then all stop
+                loop.add_signal_handler(sig, job.request_stop)
+            try:
+                with display:
+                    if cfg.mode == "sync":
+                        await job.drive_sync(gateway, scheduler, runner)
+                    else:
+                        await job.drive_async(gateway, runner)
+                    exitcode = await job.wait_learner()
+                    await job.hot_load(gateway)
+            finally:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+                job.stop.set()
+                scheduler.request_stop()
+                scheduler.request_stop()
+                await asyncio.gather(runner, return_exceptions=True)
+                sampler.cancel()
+                if exitcode is None:
+                    exitcode = await job.wait_learner()
+    job.timeline.wall_s = time.monotonic() - job.t0
+    report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, run.run_id)
+    report["learner_exitcode"] = exitcode
+    path = write_report(Path(cfg.report_dir), report)
+    return JobOutcome(path, exitcode, report)

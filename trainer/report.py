@@ -1,0 +1,147 @@
+"""The run report of a training job: report.json and PNG plots, from the learner's step log.
+
+Inputs: ``learner.jsonl`` (one line per learner step, written by :mod:`gymfleet.trainer.worker`)
+and the orchestrator side's :class:`GenerationTimeline` (adapter loads, time generation waited).
+Outputs in the report folder: ``report.json``, ``reward.png`` (reward per task over time),
+``learner.png`` (loss, masked fraction, mean ratio, KL per step), ``staleness.png`` (histogram of
+sample lag in policy versions) and ``idle.png`` (time the learner waited for data and time
+generation waited for the learner).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gymfleet.trainer.worker import STEPS_FILE
+
+
+@dataclass
+class AdapterLoad:
+    """One adapter version hot-loaded into the engines."""
+
+    t: float
+    version: int
+    load_s: float
+
+
+@dataclass
+class GenerationTimeline:
+    """What the orchestrator side measured during a training job.
+
+    Attributes:
+        started_at: wall-clock start (``time.time()``).
+        wall_s: seconds the job ran.
+        generation_idle_s: seconds with no rollout in flight (waiting for the learner or the gate).
+        staleness_paused_s: seconds the staleness gate held admission closed.
+        loads: adapter versions hot-loaded.
+        left_out: tasks left out because their service is missing, with why.
+    """
+
+    started_at: float
+    wall_s: float = 0.0
+    generation_idle_s: float = 0.0
+    staleness_paused_s: float = 0.0
+    loads: list[AdapterLoad] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+def read_steps(report_dir: Path) -> list[dict[str, Any]]:
+    """Every line of ``learner.jsonl`` (events start, step, final_publish, end)."""
+    path = Path(report_dir) / STEPS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_id: str) -> dict[str, Any]:
+    """Summarises this job start's learner log and timeline into the report dict."""
+    rows = [r for r in read_steps(report_dir) if r.get("t", 0) >= timeline.started_at]
+    steps = [r for r in rows if r["event"] == "step"]
+    staleness = Counter(lag for r in steps for lag in r["filter"]["staleness"])
+    wall = max(timeline.wall_s, 1e-9)
+    learner_idle = sum(r["idle_s"] for r in steps) + sum(r.get("idle_s", 0.0) for r in rows if r["event"] == "end")
+    rewards: dict[str, list[tuple[float, float]]] = {}
+    for r in steps:
+        for task, value in r["reward_by_task"].items():
+            rewards.setdefault(task, []).append((r["t"] - timeline.started_at, value))
+    n_tokens = sum(r["n_tokens"] for r in steps)
+    return {
+        "run_id": run_id,
+        "mode": mode,
+        "wall_s": timeline.wall_s,
+        "n_steps": sum(1 for r in steps if r["n_groups"] > 0),
+        "n_claims_all_dropped": sum(1 for r in steps if r["n_groups"] == 0),
+        "last_step": steps[-1]["step"] if steps else None,
+        "final_version": max([r.get("version", 0) for r in rows] + [ld.version for ld in timeline.loads] + [0]),
+        "learner_idle_s": learner_idle,
+        "learner_idle_fraction": learner_idle / wall,
+        "generation_idle_s": timeline.generation_idle_s,
+        "generation_idle_fraction": timeline.generation_idle_s / wall,
+        "staleness_paused_s": timeline.staleness_paused_s,
+        "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
+        "tokens_trained": n_tokens,
+        "tokens_masked": sum(r["masked_fraction"] * r["n_tokens"] for r in steps),
+        "reward_by_task": {task: [{"t_s": t, "reward": v} for t, v in pts] for task, pts in rewards.items()},
+        "adapter_loads": [asdict(ld) | {"t": ld.t - timeline.started_at} for ld in timeline.loads],
+        "tasks_left_out": timeline.left_out,
+        "steps": [{k: r[k] for k in ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens",
+                                     "n_groups", "mean_reward", "idle_s", "duration_s", "published_version",
+                                     "reward_by_task", "version")} | {"filter": r["filter"]} for r in steps],
+    }
+
+
+def write_report(report_dir: Path, report: dict[str, Any]) -> Path:
+    """Writes report.json and the PNGs; returns the path of report.json."""
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / "report.json"
+    path.write_text(json.dumps(report, indent=2, default=str))
+    _plots(report_dir, report)
+    return path
+
+
+def _plots(report_dir: Path, report: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for task, pts in report["reward_by_task"].items():
+        ax.plot([p["t_s"] for p in pts], [p["reward"] for p in pts], marker="o", label=task)
+    ax.set(xlabel="seconds since start", ylabel="mean reward of the step's samples",
+           title=f"{report['run_id']} ({report['mode']}): reward per task")
+    if report["reward_by_task"]:
+        ax.legend()
+    _save(fig, report_dir / "reward.png")
+
+    steps = report["steps"]
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6))
+    for ax, key in zip(axes.flat, ("loss", "masked_fraction", "mean_ratio", "kl")):
+        ax.plot([s["step"] for s in steps], [s[key] for s in steps], marker=".")
+        ax.set(xlabel="learner step", title=key)
+    _save(fig, report_dir / "learner.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    hist = report["staleness_histogram"]
+    ax.bar(list(hist), list(hist.values()))
+    ax.set(xlabel="policy versions behind the learner", ylabel="samples trained", title="staleness")
+    _save(fig, report_dir / "staleness.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(["learner waiting for data", "generation waiting for learner"],
+           [report["learner_idle_s"], report["generation_idle_s"]])
+    ax.set(ylabel="seconds", title=f"idle time of {report['wall_s']:.0f} s ({report['mode']})")
+    _save(fig, report_dir / "idle.png")
+
+
+def _save(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -1,0 +1,47 @@
+"""StoreGroupSource: the learner's :class:`~gymfleet.trainer.learner.GroupSource` over the trajectory store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.trainer.learner import ClaimedGroup
+
+
+@dataclass
+class StoreGroupSource:
+    """Claims complete groups of one run from a :class:`TrajectoryStore`; acks them by id.
+
+    Args:
+        store: the run's store.
+        run_id: only this run's groups.
+        min_groups: a claim holding fewer groups is released at once and nothing is returned
+            (sync mode waits for a whole step's worth; async takes what is there).
+
+    Attributes:
+        claimed: every group id this source handed out, in order (for reports and tests).
+    """
+
+    store: TrajectoryStore
+    run_id: str
+    min_groups: int = 1
+    claimed: list[str] = field(default_factory=list)
+
+    async def claim_groups(self, n: int, claimer: str, lease_s: float) -> list[ClaimedGroup]:
+        """Claims up to ``n`` complete groups (none when fewer than ``min_groups`` are ready)."""
+        claim = await self.store.claim_groups(n, claimer, lease_s, self.run_id)
+        if len(claim.groups) < min(self.min_groups, n):
+            if claim.groups:
+                await self.store.release(claim)
+            return []
+        self.claimed.extend(claim.group_ids)
+        return [ClaimedGroup(g.group_id, g.trajectories, g.task) for g in claim.groups]
+
+    async def release_own_claims(self, claimer: str) -> int:
+        """Gives back the groups an earlier, dead process of ``claimer`` held (called once at
+        start-up, before resuming); returns how many."""
+        return await self.store.release_claims_of(claimer, self.run_id)
+
+    async def ack_groups(self, group_ids: list[str], claimer: str) -> None:
+        """Marks the groups consumed, whoever holds their claim now (idempotent)."""
+        await self.store.consume_groups(list(group_ids))

@@ -1,0 +1,103 @@
+"""The learner process: claims groups from the store, trains, publishes, logs each step as JSON.
+
+Started by :mod:`gymfleet.trainer.job` with ``multiprocessing`` (spawn), so that training never
+blocks the orchestrator's event loop. It shares three things with its parent: a stop event
+(finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
+on it), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+STEPS_FILE = "learner.jsonl"
+PID_FILE = "learner.pid"
+POLL_S = 0.2
+CLAIMER = "learner"
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    """What the learner process needs (picklable: it crosses the spawn)."""
+
+    learner: dict[str, Any]
+    """LearnerConfig as JSON."""
+    store_url: str
+    run_id: str
+    bucket_url: str
+    report_dir: str
+    max_steps: int | None
+    min_groups: int
+    """Claims smaller than this are released (sync mode: a whole step's worth)."""
+    n_threads: int | None = None
+
+
+def learner_process(args: WorkerArgs, stop: Any, attempts: Any) -> None:
+    """Process entry point (``multiprocessing.Process(target=...)``).
+
+    Args:
+        args: the settings.
+        stop: a ``multiprocessing.Event``; once set, the learner publishes and exits.
+        attempts: a ``multiprocessing.Value('i')`` counting run_step calls that claimed groups.
+    """
+    report = Path(args.report_dir)
+    report.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    (report / PID_FILE).write_text(str(os.getpid()))
+    if args.n_threads:
+        import torch
+
+        torch.set_num_threads(args.n_threads)
+    asyncio.run(_learn(args, stop, attempts))
+
+
+async def _learn(args: WorkerArgs, stop: Any, attempts: Any) -> None:
+    from gymfleet.orchestrator.store import TrajectoryStore
+    from gymfleet.trainer.bucket import AdapterBucket
+    from gymfleet.trainer.learner import Learner, LearnerConfig
+    from gymfleet.trainer.source import StoreGroupSource
+
+    config = LearnerConfig.model_validate(args.learner)
+    async with await TrajectoryStore.open(args.store_url) as store:
+        source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
+        released = await source.release_own_claims(CLAIMER)
+        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER)
+        resumed = await learner.resume()
+        log = logging.getLogger("gymfleet.trainer.worker")
+        log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
+                 learner.version, released)
+        with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
+            _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
+                         "resumed": resumed, "released_claims": released})
+            idle_s = 0.0
+            while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
+                t0 = time.monotonic()
+                metrics = await learner.run_step()
+                if metrics is None:
+                    await asyncio.sleep(POLL_S)
+                    idle_s += time.monotonic() - t0
+                    continue
+                with attempts.get_lock():
+                    attempts.value += 1
+                row = {"event": "step", "t": time.time(), "idle_s": idle_s, **asdict(metrics),
+                       "version": learner.version, "claimed": len(source.claimed)}
+                _write(out, row)
+                idle_s = 0.0
+            if learner.pending_group_ids:
+                version = await learner.publish()
+                _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
+            _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
+                         "idle_s": idle_s})
+
+
+def _write(out: Any, row: dict[str, Any]) -> None:
+    out.write(json.dumps(row, default=str) + "\n")
+    out.flush()
