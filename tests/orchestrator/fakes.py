@@ -7,6 +7,7 @@ Importing this module registers the test envs with Gymnasium, so a run config ca
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -158,10 +159,14 @@ class NeverEndsEnv(SlowEchoEnv):
 class CoinEnv(SlowEchoEnv):
     """Reward 1 with probability ``p_solve`` whatever the agent says (groups disagree)."""
 
+    _made = itertools.count()
+
     def __init__(self, p_solve: float = 0.5, seed: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.p_solve = p_solve
-        self.rng = np.random.default_rng(seed + SlowEchoEnv.open_envs)
+        # A distinct stream per env made (one env per rollout): seeding by the number of envs
+        # open at the time repeated seeds, so whole groups drew the same rewards.
+        self.rng = np.random.default_rng([seed, next(CoinEnv._made)])
 
     async def step_async(self, action: str):
         await asyncio.sleep(self.step_delay_s)
