@@ -178,6 +178,33 @@ def apply_override(data: dict[str, Any], override: str) -> None:
             raise ConfigError(f"override {override!r}: {'.'.join(parts[:i])} is not a mapping or list")
 
 
+def read_config_document(path: str | Path, overrides: list[str] | None, what: str) -> dict[str, Any]:
+    """Reads a YAML config mapping, defaults ``run_id`` to the file's stem, applies overrides.
+
+    Args:
+        what: names the document in errors ("run config", "train config").
+
+    Raises:
+        ConfigError: unreadable file, bad YAML, not a mapping, or a bad override.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {path}: expected a mapping at the top level")
+    data.setdefault("run_id", path.stem)
+    for override in overrides or []:
+        apply_override(data, override)
+    return data
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """Every bad field of a pydantic error, as ``a.b: message; ...``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+
+
 def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Reads a run config from YAML, applies overrides, and validates it.
 
@@ -187,18 +214,8 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
         ConfigError: unreadable file, bad YAML, or a field that does not validate (the message
             lists each bad field).
     """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read run config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"run config {path}: expected a mapping at the top level")
-    data.setdefault("run_id", path.stem)
-    for override in overrides or []:
-        apply_override(data, override)
+    data = read_config_document(path, overrides, "run config")
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"run config {path}: {problems}") from exc
+        raise ConfigError(f"run config {path}: {validation_problems(exc)}") from exc

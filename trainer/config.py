@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gymfleet.orchestrator.config import RunConfig, apply_override
+from gymfleet.orchestrator.config import RunConfig, read_config_document, validation_problems
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.trainer.learner import LearnerConfig
 
@@ -92,8 +91,7 @@ def train_config_from_dict(data: dict[str, Any], origin: str = "train config") -
     try:
         return TrainConfig.model_validate({"run": data, **train})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"{origin}: {problems}") from exc
+        raise ConfigError(f"{origin}: {validation_problems(exc)}") from exc
 
 
 def load_train_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
@@ -104,14 +102,5 @@ def load_train_config(path: str | Path, overrides: list[str] | None = None) -> T
     Raises:
         ConfigError: unreadable file, bad YAML, a bad override or a field that does not validate.
     """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read train config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"train config {path}: expected a mapping at the top level")
-    data.setdefault("run_id", path.stem)
-    for override in overrides or []:
-        apply_override(data, override)
+    data = read_config_document(path, overrides, "train config")
     return train_config_from_dict(data, f"train config {path}")

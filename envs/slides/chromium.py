@@ -1,4 +1,4 @@
-"""Starting Debian's Chromium through Playwright (one small function; the browser env has its twin)."""
+"""Starting Debian's Chromium through Playwright (the switches are the browser env's)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,14 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
+from gymfleet.envs.browser.chromium import DEFAULT_ARGS
 from gymfleet.envs.slides.errors import RenderError
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-    "--font-render-hinting=none",
-]
+# The browser env's switches (closed network, no first-run work), plus deterministic text rendering.
+CHROMIUM_ARGS = [*DEFAULT_ARGS, "--hide-scrollbars", "--font-render-hinting=none"]
 
 
 async def launch_chromium(playwright: Playwright, executable_path: str | None = None) -> Browser:
