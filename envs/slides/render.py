@@ -37,6 +37,9 @@ LINE_BOX_EM = 1.1
 Liberation Sans 1.12): a box shorter than ``LINE_BOX_EM * font_px`` was shrunk by a transform."""
 
 
+_META_REFRESH = re.compile(r"<meta\b[^>]*http-equiv\s*=\s*[\"']?\s*refresh[^>]*>", re.IGNORECASE)
+"""A meta refresh tag, removed before rendering."""
+
 class RenderConfig(BaseModel):
     """How decks are rendered."""
 
@@ -163,8 +166,10 @@ class DeckRenderer:
             navigations: list[str] = []
             page.on("framenavigated", lambda frame: navigations.append(frame.url))
             async with asyncio.timeout(cfg.deck_timeout_s):
-                await page.set_content(html, wait_until="load")
-                await page.evaluate("window.stop()")  # cancels a pending <meta http-equiv=refresh>
+                # A <meta http-equiv=refresh> would race the render (a 0 s refresh may or may not
+                # fire before window.stop()); a still render ignores it, deterministically.
+                await page.set_content(_META_REFRESH.sub("", html), wait_until="load")
+                await page.evaluate("window.stop()")
                 if navigations:
                     raise RuntimeError(f"the deck navigated away to {navigations[-1][:100]}")
                 report = await self._render_page(page, png_dir)

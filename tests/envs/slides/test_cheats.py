@@ -74,12 +74,16 @@ async def test_hiding_a_point_never_beats_leaving_it_out(renderer, briefs) -> No
 
 
 @session_loop
-async def test_a_deck_that_navigates_away_is_a_report_error_not_a_crash(renderer, briefs) -> None:
-    html = '<meta http-equiv="refresh" content="0; url=http://example.com/">' + gold_deck(BRIEF)
-    report = await renderer.render(html)
-    card = score_deck(report, briefs[BRIEF])
-    assert card.reward < 0.5
-    delayed = await renderer.render('<meta http-equiv="refresh" content="1">' + gold_deck(BRIEF))
-    assert score_deck(delayed, briefs[BRIEF]).reward == 1.0  # the pending refresh is cancelled
+async def test_meta_refresh_is_ignored_and_a_broken_page_is_a_report_error(renderer, briefs) -> None:
+    # A refresh (immediate or delayed) would race the render; the renderer drops it, so the
+    # deck is judged as written, the same every time.
+    for refresh in ('<META HTTP-EQUIV="Refresh" content="0; url=http://example.com/">',
+                    '<meta http-equiv=refresh content="1">'):
+        report = await renderer.render(refresh + gold_deck(BRIEF))
+        assert report.error is None and score_deck(report, briefs[BRIEF]).reward == 1.0
+    # A frame that navigates (to a refused address) breaks the page: a report error, not a crash.
+    framed = await renderer.render('<iframe src="http://example.com/"></iframe>' + gold_deck(BRIEF))
+    assert framed.error and "navigated" in framed.error
+    assert score_deck(framed, briefs[BRIEF]).reward < 0.5
     empty = await renderer.render("not html at all")
     assert empty.n_slides == 0 and score_deck(empty, briefs[BRIEF]).reward == 0.0
