@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.orchestrator.collect import collect
+from gymfleet.run.collection import collect
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.loop import run_loop

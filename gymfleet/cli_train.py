@@ -24,8 +24,8 @@ def train_command(
     progress: Annotated[bool, typer.Option(help="Show the live progress table.")] = True,
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
-    from gymfleet.trainer.config import load_train_config
-    from gymfleet.trainer.job import train
+    from gymfleet.run.config import load_train_config
+    from gymfleet.run.job import train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -183,7 +183,7 @@ async def test_finish_mode_lets_in_flight_rollouts_end(tmp_path: Path, sqlite_st
 async def test_weights_edited_in_the_config_file_apply_live(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
     import yaml
 
-    from gymfleet.orchestrator.collect import ConfigWatcher
+    from gymfleet.run.collection import ConfigWatcher
     from gymfleet.orchestrator.config import load_run_config
 
     path = tmp_path / "r1.yaml"

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from gymfleet.orchestrator.errors import ConfigError
-from gymfleet.trainer.config import load_train_config
-from gymfleet.trainer.report import AdapterLoad, GenerationTimeline, build_report, write_report
-from gymfleet.trainer.services import available_tasks
+from gymfleet.run.compose import runnable_tasks
+from gymfleet.run.config import load_train_config
+from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,13 +61,13 @@ def test_tasks_whose_service_is_missing_are_left_out(tmp_path: Path, monkeypatch
         _task("term", env_kwargs={"sandbox": "local"}), _task("dterm", env_kwargs={"sandbox": "docker"}),
         _task("web", "gymfleet/miniwob.click-test-2-v0"), _task("swe", "gymfleet/SWE-v0"),
     ]}))
-    run, left_out = available_tasks(cfg.run)
+    run, left_out = runnable_tasks(cfg.run, None)
     assert [t.name for t in run.tasks] == ["term"]
     assert set(left_out) == {"dterm", "web", "swe"}
     assert "Docker" in left_out["swe"] and "Chromium" in left_out["web"]
     only_web = cfg.run.model_copy(update={"tasks": [cfg.run.tasks[2]]})
     with pytest.raises(ValueError, match="no task"):
-        available_tasks(only_web)
+        runnable_tasks(only_web, None)
 
 
 def test_report_json_and_pngs(tmp_path: Path) -> None:

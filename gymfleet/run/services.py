@@ -1,16 +1,21 @@
-"""Which tasks of a training mix can run here: a task whose service is missing is left out.
+"""Which tasks of a run can run here: a task whose service is missing is left out.
 
 Each env family needs something outside Python: SWE needs a Docker daemon; MiniWoB and slides
 need Chromium (slides also a sandbox); the terminal tasks need Docker when they ask for the
-docker sandbox (the local backend runs anywhere). :func:`available_tasks` drops the tasks whose
-service is missing and says why, so that the default training mix runs on any machine.
+docker sandbox (the local backend runs anywhere). :func:`unmet_needs` says why a task cannot
+run, so that the default training mix runs on any machine.
+
+Interim: until the envs declare ``requires`` and ``EnvResources`` answers ``missing()``, the
+needs are read from the env id (``open_env_resources`` yields no shared resources yet).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 from gymfleet.orchestrator.config import RunConfig, TaskConfig
 
@@ -51,23 +56,12 @@ def _needs(task: TaskConfig) -> list[Callable[[], str | None]]:
     return needs
 
 
-def available_tasks(run: RunConfig) -> tuple[RunConfig, dict[str, str]]:
-    """The run with only the tasks whose services are present, and why each other one was left out.
+def unmet_needs(task: TaskConfig, resources: Any) -> list[str]:
+    """Why ``task`` cannot run on this machine: one reason per missing need (empty: it can)."""
+    return [r for need in _needs(task) if (r := need()) is not None]
 
-    Raises:
-        ValueError: no task is left (the message names each missing service).
-    """
-    cache: dict[Callable[[], str | None], str | None] = {}
-    kept, left_out = [], {}
-    for task in run.tasks:
-        for need in _needs(task):
-            if need not in cache:
-                cache[need] = need()
-        reasons = [r for need in _needs(task) if (r := cache[need]) is not None]
-        if reasons:
-            left_out[task.name] = "; ".join(reasons)
-        else:
-            kept.append(task)
-    if not kept:
-        raise ValueError(f"no task of run {run.run_id} can run here: {left_out}")
-    return run.model_copy(update={"tasks": kept}), left_out
+
+@asynccontextmanager
+async def open_env_resources(config: RunConfig) -> AsyncIterator[Any]:
+    """The envs' shared resources for ``config`` (none yet: each env opens its own)."""
+    yield None
