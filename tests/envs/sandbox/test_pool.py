@@ -151,3 +151,44 @@ async def test_generic_reset_script_on_a_real_sandbox(local_backend: LocalBacken
             assert second is first
             assert (await second.exec("ls -A; ls -A /tmp")).stdout == HOST_BINDS_IN_TMP
             assert "sleep" not in (await second.exec("ps -eo comm=")).stdout
+
+
+class _UnisolatedFake:
+    """Wraps the in-memory fake as an unisolated sandbox without reset(): it records every
+    command instead of running it, so a regression cannot kill the host's processes."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner, self.spec, self.labels, self.isolated = inner, inner.spec, inner.labels, False
+        self.commands: list[str] = []
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def exec(self, cmd: str, timeout_s: float = 60.0, workdir: str | None = None,
+                   env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        self.commands.append(cmd)
+        return await self.inner.exec("true")
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+
+async def test_an_unisolated_sandbox_is_closed_not_reset() -> None:
+    """The generic reset kills every process it can see: on an unisolated sandbox, the host's."""
+    backend = FakeBackend()
+    made: list[_UnisolatedFake] = []
+
+    class Unisolated(FakeBackend):
+        def create(self, spec: SandboxSpec, labels: SandboxLabels | None = None):  # type: ignore[no-untyped-def]
+            made.append(_UnisolatedFake(backend.create(spec, labels)))
+            return made[-1]
+
+    async with SandboxPool(Unisolated()) as pool:
+        for _ in range(2):
+            async with pool.acquire(SandboxSpec()) as sandbox:
+                await sandbox.exec("true")
+    assert len(made) == 2 and pool.reused == 0 and all(s.inner.closed for s in made)
+    assert not any("kill" in cmd for s in made for cmd in s.commands)
