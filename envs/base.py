@@ -138,6 +138,19 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
 
     # ---- resources ---------------------------------------------------------------------
 
+    @property
+    def resources(self) -> EnvResources | None:
+        """The resources the env uses now: shared ones given to it, its private ones once
+        opened, else None."""
+        return getattr(self, "_resources", None)
+
+    def attach_resources(self, resources: EnvResources) -> None:
+        """Gives an env made without them the shared resources (``make_agent_env`` does this
+        for plugins whose constructor does not take ``resources``). No effect on an env that
+        already has resources."""
+        if getattr(self, "_resources", None) is None:
+            self._resources = resources
+
     async def env_resources(self) -> EnvResources:
         """The shared resources given to the env, else private ones opened now (once)."""
         if self._resources is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -188,12 +189,22 @@ def make_agent_env(env_id: str, resources: EnvResources | None = None, **kwargs:
         UnknownEnvError: as :func:`make`.
         TypeError: the id is registered but is not an AgentEnv.
     """
-    if resources is not None:
-        kwargs["resources"] = resources
-    env = make(env_id, **kwargs).unwrapped
+    takes = resources is not None and _takes_resources(env_id)
+    env = make(env_id, **({"resources": resources} if takes else {}), **kwargs).unwrapped
     if not isinstance(env, AgentEnv):
         raise TypeError(f"{env_id} is a {type(env).__name__}, not a gymfleet AgentEnv")
+    if resources is not None and not takes:
+        env.attach_resources(resources)  # a plugin whose constructor does not take them
     return env
+
+
+def _takes_resources(env_id: str) -> bool:
+    """True when the env's constructor has a ``resources`` parameter."""
+    try:
+        cls = env_class(env_id)
+    except TypeError:  # an entry point that is a factory function, not a class
+        return False
+    return "resources" in inspect.signature(cls).parameters
 
 
 # Importing this module registers the built-in envs and the installed plugins' with Gymnasium
