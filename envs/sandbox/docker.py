@@ -35,6 +35,7 @@ from gymfleet.envs.errors import (
     SandboxUnavailableError,
 )
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
 from gymfleet.envs.sandbox.docker_container import create_container
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
@@ -188,6 +189,7 @@ class DockerSandbox:
         self.labels = labels
         self._backend = backend
         self._container: Container | None = None
+        self._baseline: set[str] = set()
         self._closed = False
 
     @property
@@ -223,6 +225,7 @@ class DockerSandbox:
         self._container = await self._backend.run_blocking(
             create_container, self._backend.client(), self.spec, self.labels
         )
+        self._baseline = await self._backend.run_blocking(changed_paths, self._container)
 
     def _live(self) -> Container:
         if self._closed:
@@ -371,7 +374,9 @@ class DockerSandbox:
 
     async def reset(self) -> bool:
         """Makes the sandbox fresh for a pool's next user: kills every process the commands
-        started and empties the workdir and /tmp (files elsewhere stay). False when it fails.
+        started and empties the workdir and /tmp. False when that fails, or when anything else
+        in the filesystem changed since the start (a root command can write anywhere): such a
+        sandbox is not fit for another rollout.
 
         Raises:
             SandboxClosedError: after ``close()``.
@@ -380,9 +385,14 @@ class DockerSandbox:
         argv = ["bash", "-c", RESET_SCRIPT, "reset", self.spec.workdir]
         try:
             await asyncio.wait_for(self._backend.run_blocking(self._exec_sync, container, argv, None), 60)
-        except (TimeoutError, SandboxError):
+            changed = await self._backend.run_blocking(changed_paths, container)
+        except (TimeoutError, SandboxError, docker.errors.DockerException):
             return False
-        return True
+        left = outside(changed - self._baseline, (self.spec.workdir, "/tmp"))
+        if left:
+            logging.getLogger(__name__).info("sandbox %s changed %d paths outside its workdir and "
+                                             "/tmp (%s...): not reused", container.short_id, len(left), left[0])
+        return not left
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.
