@@ -26,7 +26,7 @@ GymfleetEnvError = EnvError
 
 __all__ = [
     "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxError", "SandboxFileError",
-    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError",
+    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError", "EnvCheckError",
 ]
 
 
