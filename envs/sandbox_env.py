@@ -19,6 +19,7 @@ Episode flow::
 
 from __future__ import annotations
 
+import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -229,8 +230,10 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         backend = await resources.backend_name(self.config.sandbox)
         spec = await self.sandbox_spec(instance, backend)
         rollout_id = uuid.uuid4().hex[:12]
+        started = time.monotonic()
         lease = await resources.lease(spec, backend=backend, fresh=self.fresh_sandbox,
                                       labels=SandboxLabels(run_id=resources.run_id, rollout_id=rollout_id))
+        acquire_s = time.monotonic() - started
         ep = SandboxEpisode(instance_id, instance, lease, rollout_id)
         try:
             observation, extra = await self.prepare(ep)
@@ -239,7 +242,7 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
             raise
         self._episode = ep
         info = {"instance_id": instance_id, **extra, "sandbox": lease.backend,
-                "isolated": lease.sandbox.isolated}
+                "isolated": lease.sandbox.isolated, "sandbox_acquire_s": round(acquire_s, 6)}
         return observation, info
 
     async def step_async(self, action: str) -> Step:
