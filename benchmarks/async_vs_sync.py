@@ -79,10 +79,10 @@ class LongTailWordEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
-    def gold_policy(self) -> Any:
+    def gold_policy(self, instance_id: str | None = None) -> Any:
         from gymfleet.envs.base import ScriptedPolicy
 
-        return ScriptedPolicy([self.word])
+        return ScriptedPolicy([instance_id or self.word])
 
 
 def _config(mode: str, root: Path, args: argparse.Namespace) -> Any:

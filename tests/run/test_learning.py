@@ -73,10 +73,10 @@ class SayWordEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
-    def gold_policy(self) -> Any:
+    def gold_policy(self, instance_id: str | None = None) -> Any:
         from gymfleet.envs.base import ScriptedPolicy
 
-        return ScriptedPolicy([self.word])
+        return ScriptedPolicy([instance_id or self.word])
 
 
 TASK = {"name": "say", "env_id": ENV_ID, "max_turns": 1, "sampling": {"temperature": 1.0, "max_new_tokens": 8}}
