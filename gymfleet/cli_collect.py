@@ -50,5 +50,5 @@ def collect_command(
     )
     for message in outcome.quarantined.values():
         console.print(Text("quarantined: ", style="red") + Text(message))
-    if outcome.status.value != "completed":
+    if not outcome.status.finished:
         raise typer.Exit(3)

@@ -36,7 +36,7 @@ def train_command(
         raise typer.Exit(2) from exc
     r = outcome.report
     console.print(
-        f"run {r['run_id']} ({r['mode']}): {r['n_steps']} learner steps this start (last step {r['last_step']}), "
+        f"run {r['run_id']} ({r['mode']}): {r['run_status']}, {r['n_steps']} learner steps this start (last step {r['last_step']}), "
         f"policy v{r['final_version']}, {r['wall_s']:.0f} s; learner idle {r['learner_idle_fraction']:.0%}, "
         f"generation idle {r['generation_idle_fraction']:.0%}",
         markup=False, highlight=False,

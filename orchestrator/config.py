@@ -18,6 +18,7 @@ from gymfleet.core.errors import ConfigError
 from gymfleet.core.models import ModelSpec
 from gymfleet.core.records import SamplingParams
 from gymfleet.core.strict import StrictModel, validation_problems
+from gymfleet.envs.resources import ResourcesConfig
 from gymfleet.orchestrator.engines.config import EngineConfig, TransformersEngineConfig
 from gymfleet.orchestrator.router import RouterConfig
 
@@ -166,6 +167,9 @@ class RunConfig(StrictModel):
     seed: int = 0
     """Base seed; each rollout's sampling seed derives from it and the rollout id."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    """The policy: a gateway over engines serving ``policy.model``."""
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    """The envs' shared resources: sandbox backend, warm pools, the reaper's period."""
     tasks: list[TaskConfig] = Field(..., min_length=1)
 
     @model_validator(mode="after")

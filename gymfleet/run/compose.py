@@ -18,14 +18,14 @@ import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from gymfleet.core.errors import ConfigError
+from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+from gymfleet.orchestrator.envfactory import env_factory, resolve_instances, unmet_needs
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.policy import open_gateway
 from gymfleet.orchestrator.protocols import PolicyGateway
@@ -33,7 +33,6 @@ from gymfleet.orchestrator.rollout import EnvFactory
 from gymfleet.orchestrator.scheduler import Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.run.display import Progress
-from gymfleet.run.services import open_env_resources, unmet_needs
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -58,7 +57,7 @@ class Run:
     config: RunConfig
     store: TrajectoryStore
     gateway: PolicyGateway
-    resources: Any
+    resources: EnvResources
     factories: dict[str, EnvFactory]
     instances: dict[str, list[str]]
     metrics: MetricsWriter
@@ -77,7 +76,7 @@ class Run:
         return Progress(self.scheduler.stats, self.console, live=live, extra=extra, interval_s=interval_s)
 
 
-def runnable_tasks(config: RunConfig, resources: Any) -> tuple[RunConfig, dict[str, str]]:
+def runnable_tasks(config: RunConfig, resources: EnvResources) -> tuple[RunConfig, dict[str, str]]:
     """The config without the tasks whose needs this machine lacks, and why each was left out.
 
     Raises:
@@ -136,11 +135,11 @@ async def open_run(
     """
     console = console or Console(stderr=True)
     async with AsyncExitStack() as stack:
-        resources = await stack.enter_async_context(open_env_resources(config))
+        resources = await stack.enter_async_context(EnvResources.open(config.resources, run_id=config.run_id))
         config, left_out = runnable_tasks(config, resources)
         for name, why in left_out.items():
             console.print(Text(f"task {name} left out: ", style="yellow") + Text(why))
-        factories = {t.name: env_factory(t) for t in config.tasks}
+        factories = {t.name: env_factory(t, resources) for t in config.tasks}
         instances = {t.name: await resolve_instances(t, factories[t.name]) for t in config.tasks}
         store = await stack.enter_async_context(await TrajectoryStore.open(config.store))
         gateway = await stack.enter_async_context(open_gateway(config.policy, config.run_id))

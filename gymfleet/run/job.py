@@ -28,7 +28,8 @@ from typing import Any
 
 from rich.console import Console
 
-from gymfleet.orchestrator.scheduler import Scheduler
+from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
+from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
@@ -67,6 +68,7 @@ class _Job:
         self.proc: Any = None
         self.ctx = ctx
         self.learner_step = 0
+        self.signalled = False
 
     def over_wall_budget(self) -> bool:
         limit = self.cfg.budget.max_wall_s
@@ -107,6 +109,7 @@ class _Job:
 
     def request_stop(self) -> None:
         """Ctrl-C / SIGTERM: the learner finishes its step, publishes, exits; then the job ends."""
+        self.signalled = True
         self.console.print("[yellow]stopping:[/yellow] the learner publishes what it trained, then the job ends")
         self.stop.set()
 
@@ -180,14 +183,16 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
                 await job.hot_load(gateway)
         finally:
             job.stop.set()
+            budget_spent = exitcode == 0 and not job.signalled  # the learner ended on its budget
+            scheduler.request_stop(budget_spent=budget_spent)
             scheduler.request_stop()
-            scheduler.request_stop()
-            await asyncio.gather(runner, return_exceptions=True)
+            (ended,) = await asyncio.gather(runner, return_exceptions=True)
             sampler.cancel()
             if exitcode is None:
                 exitcode = await job.wait_learner()
     job.timeline.wall_s = time.monotonic() - job.t0
     report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
     report["learner_exitcode"] = exitcode
+    report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
     path = write_report(Path(cfg.report_dir), report)
     return JobOutcome(path, exitcode, report)
