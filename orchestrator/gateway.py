@@ -2,7 +2,7 @@
 
 Each turn's prompt is the exact token ids of the conversation so far plus the new messages'
 tokens; generated ids and their logprobs come from the engine and are never re-tokenised.
-Environment tokens get loss mask 0, logprob 0 and version -1 (DESIGN.md, Trajectory).
+Environment tokens get loss mask 0, logprob 0 and version -1 (docs/design.md, Trajectory).
 """
 
 from __future__ import annotations

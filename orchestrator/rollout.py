@@ -1,7 +1,7 @@
 """One rollout: an env episode played by the policy, classified and recorded as a Trajectory.
 
 ``reset -> open session -> (generate -> step)* -> trajectory``, with a per-turn and a per-rollout
-time limit. Every failure is classified here, at the boundary (DESIGN.md failure contract):
+time limit. Every failure is classified here, at the boundary (docs/design.md, failure contract):
 
 =====================================  ==============
 what happened                          status
