@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from gymfleet.core.records import Message, SamplingParams, Trajectory
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.core.records import Message, SamplingParams, Trajectory
-from gymfleet.core.strict import StrictModel
 
 
 class GatewayConfig(StrictModel):

@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import SandboxError
 from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
-from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.orchestrator.store.codec import json_safe
 
 EnvFactory = Callable[[], AgentEnv]
