@@ -16,8 +16,9 @@ error gymfleet raises.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gymfleet.core.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -48,15 +49,4 @@ if TYPE_CHECKING:
     from gymfleet.run.config import TrainConfig, load_train_config
     from gymfleet.run.job import train
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gymfleet' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__ = lazy_exports(__name__, _EXPORTS)

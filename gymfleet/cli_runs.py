@@ -87,22 +87,13 @@ def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> No
     console.print(table)
 
 
-class StatusName(str, Enum):
-    ok = "ok"
-    truncated = "truncated"
-    policy_error = "policy_error"
-    env_error = "env_error"
-    infra_error = "infra_error"
-    aborted = "aborted"
-
-
 @runs_app.command("show")
 def show(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     store: StoreOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     n: Annotated[int, typer.Option("--n", min=0, help="Trajectories to print.")] = 3,
-    status: Annotated[StatusName | None, typer.Option(help="Only trajectories with this status.")] = None,
+    status: Annotated[RolloutStatus | None, typer.Option(help="Only trajectories with this status.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
     rollout: Annotated[str | None, typer.Option(help="Only this rollout id.")] = None,
     max_chars: Annotated[int, typer.Option(help="Cut each message to this many characters (0: never).")] = 2000,
@@ -112,7 +103,7 @@ def show(
 
     async def fetch(s: TrajectoryStore) -> tuple[RunSummary, list[StoredTrajectory]]:
         filters = dict(limit=n, task=task, rollout_id=rollout,
-                       status=RolloutStatus(status.value) if status else None)
+                       status=status)
         return await s.run_summary(run_id), await s.trajectories(run_id, **filters)
 
     summary, trajs = _with_store(url, fetch)
@@ -174,13 +165,13 @@ def export(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     out: Annotated[Path, typer.Argument(help="Output file.")],
     fmt: Annotated[Format, typer.Option("--format", help="jsonl or parquet (both load with `datasets`).")] = Format.jsonl,
-    status: Annotated[list[StatusName] | None, typer.Option(help="Only these statuses (repeatable).")] = None,
+    status: Annotated[list[RolloutStatus] | None, typer.Option(help="Only these statuses (repeatable).")] = None,
     store: StoreOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
     """Exports a run's trajectories, token-exact, to JSONL or parquet."""
     (url,) = _stores(store, runs_dir, run_id)
-    statuses = [RolloutStatus(s.value) for s in status] if status else None
+    statuses = list(status) if status else None
     try:
         n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
     except OSError as exc:  # the output folder cannot be created or written
