@@ -166,6 +166,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
     job = _Job(cfg, console)
     exitcode = None
+    ended: RunOutcome | BaseException | None = None
     async with open_run(cfg.run, console=console, on_stop=job.request_stop) as run:
         job.timeline.left_out = run.left_out
         scheduler, gateway = run.scheduler, run.gateway
