@@ -98,7 +98,7 @@ async def run_one(harness: SWEHarness, args: argparse.Namespace, instance: SWEIn
     for kind in ("gold", "empty"):
         config = EvalConfig(dataset=args.dataset, predictions=kind, instance_ids=[instance.instance_id],
                             run_id=f"sweep-{kind}", output_dir=args.out, max_workers=1,
-                            harness=harness.config)
+                            run_empty_patches=True, harness=harness.config)
         summary, layout = await evaluate(config, harness=harness)
         report = layout.finished_report(instance.instance_id)
         row[f"{kind}_error"] = summary.errors.get(instance.instance_id)

@@ -120,7 +120,8 @@ def eval_setup_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False
 
 def test_run_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> str:
     """The test command alone (after the conda activation and the spec's ``eval_commands``),
-    run with ``exec`` so that its exit status is the command's."""
+    last, so that the exit status is the command's (passed in memory with ``bash -c``, so the
+    code under test cannot rewrite what runs after it)."""
     activate = list(_CONDA) if conda else []
     return "\n".join(["set -u", *activate, f"cd {REPO_DIR}", *spec.eval_commands,
-                      f"exec {spec.test_command(instance.row())}"]) + "\n"
+                      f"{spec.test_command(instance.row())} 2>&1"]) + "\n"

@@ -34,7 +34,7 @@ def test_eval_script_is_swebenchs_for_every_spec_of_swe_bench_lite(lite_rows) ->
     assert len(seen) > 60
 
 
-def test_eval_script_runs_in_two_commands_and_the_test_one_is_exec() -> None:
+def test_eval_script_runs_in_two_commands_the_test_command_last() -> None:
     inst = load_instances("fixtures")[0]
     spec = load_spec(inst.repo, inst.version)
     setup = scripts.eval_setup_script(inst, spec)
@@ -42,7 +42,7 @@ def test_eval_script_runs_in_two_commands_and_the_test_one_is_exec() -> None:
     assert setup.rstrip().endswith("EOF_114329324912")  # the test patch's apply is its last command
     assert setup.index(spec.install) < setup.index("git apply -v -")
     run = scripts.test_run_script(inst, spec)
-    assert run.rstrip().splitlines()[-1] == "exec " + spec.test_command(inst.row())
+    assert run.rstrip().splitlines()[-1] == spec.test_command(inst.row()) + " 2>&1"
     assert "conda activate testbed" in scripts.test_run_script(inst, spec, conda=True)
 
 
