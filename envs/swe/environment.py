@@ -30,19 +30,22 @@ CONDA_TO_PIP: dict[str, str] = {
     "pytorch": "torch", "pyqt": "PyQt5", "py-opencv": "opencv-python",
     "msgpack-python": "msgpack", "setuptools_scm": "setuptools-scm", "matplotlib-base": "matplotlib",
     "pytables": "tables", "python-graphviz": "graphviz", "netcdf4": "netCDF4",
-    "iris": "scitools-iris", "pint": "Pint", "numba": "numba", "sparse": "sparse",
+    "iris": "scitools-iris", "pint": "Pint", "pseudonetcdf": "PseudoNetCDF",
 }
 """conda-forge names whose PyPI name differs."""
 
 CONDA_ONLY: frozenset[str] = frozenset({
     "gtk4", "gtk3", "graphviz", "ghostscript", "cairo", "pango", "tk", "libpng", "freetype",
     "pkg-config", "compilers", "c-compiler", "cxx-compiler", "fortran-compiler", "gcc", "make",
-    "nodejs", "mpich", "openmpi", "hdf5", "libnetcdf", "proj", "geos", "gdal", "eccodes",
-    "pygobject", "wxpython", "texlive-core", "imagemagick", "ffmpeg", "inkscape", "poppler",
-    "libgdal", "cdo", "nco", "zarr-python", "pseudonetcdf",
+    "nodejs", "mpich", "openmpi", "gdal", "eccodes", "pygobject", "wxpython", "texlive-core",
+    "imagemagick", "ffmpeg", "inkscape", "poppler", "libgdal", "cdo", "nco", "cdms2",
 })
 """conda packages with no pip-installable counterpart here (system libraries, toolchains, or
 packages that only build against conda's libraries)."""
+
+BUNDLED_IN_WHEELS: frozenset[str] = frozenset({"hdf5", "libnetcdf", "proj", "geos"})
+"""C libraries conda installs alone that pip gets inside the wheels needing them (h5py,
+netCDF4, pyproj, shapely): dropped from the translation, and the drop recorded."""
 
 _IGNORED = {"python", "pip"}
 _REQ_EXCLUDE = ("-e .", "#", ".[test")
@@ -89,7 +92,27 @@ def plan_environment(spec: RepoSpec, read_file: ReadFile | None) -> EnvPlan:
     elif packages:
         plan.requirements += conda_list_to_pip(packages.split(), spec)
         plan.translated.append(f"conda packages -> pip: {' '.join(plan.requirements)}")
+    if plan.translated:
+        listed = packages.split() if packages not in ("environment.yml", "requirements.txt") \
+            else _conda_names(spec, read_file)
+        dropped = sorted({n for n in listed if _name(n) in BUNDLED_IN_WHEELS})
+        if dropped:
+            plan.translated.append("dropped (their wheels bundle them): " + " ".join(dropped))
     return plan
+
+
+def _name(item: str) -> str:
+    match = re.match(r"^['\"]?([A-Za-z0-9_.\-]+)", item.strip())
+    return match.group(1).lower() if match else item
+
+
+def _conda_names(spec: RepoSpec, read_file: ReadFile | None) -> list[str]:
+    if read_file is None:
+        return []
+    paths = upstream.constants().MAP_REPO_TO_ENV_YML_PATHS.get(spec.repo, ["environment.yml"])
+    text = next((t for t in (read_file(p) for p in paths) if t is not None), "")
+    deps = (yaml.safe_load(text) or {}).get("dependencies") or []
+    return [str(d) for d in deps if not isinstance(d, dict)]
 
 
 def conda_requirement(item: str) -> str | None:
@@ -101,7 +124,7 @@ def conda_requirement(item: str) -> str | None:
     if not match:
         return item
     name, constraint = match.group(1).lower(), match.group(2).replace(" ", "")
-    if name in _IGNORED:
+    if name in _IGNORED or name in BUNDLED_IN_WHEELS:
         return None
     if name in CONDA_ONLY:
         raise CondaOnlySpecError(name)

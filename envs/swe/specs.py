@@ -80,10 +80,11 @@ class RepoSpec(BaseModel):
         return found
 
     def build_fields(self) -> dict[str, Any]:
-        """The fields an environment image depends on (not the test command or parser), so that
-        a spec differing only in how tests run shares its image."""
+        """The fields an environment image depends on (not the test command or parser, and not
+        ``python``: the image tag carries the Python actually used), so that a spec differing
+        only in how tests run shares its image."""
         data = self.model_dump()
-        for name in ("source", "test_cmd", "eval_commands", "log_parser", "version"):
+        for name in ("source", "test_cmd", "eval_commands", "log_parser", "version", "python"):
             data.pop(name, None)
         return data
 

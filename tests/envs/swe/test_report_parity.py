@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
@@ -18,6 +19,7 @@ from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
 from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.image_build import build_failure
 from gymfleet.envs.swe.instances import load_instances
+from gymfleet.envs.swe.specs import load_spec
 
 FIXTURES = load_instances("fixtures")
 
@@ -104,3 +106,25 @@ def test_failing_build_and_unreachable_python_are_instance_errors_and_the_run_go
     assert "No matching distribution found for nosuchpkg-gymfleet==9.9" in log
     assert "Python 3.6" in errors["old__python-1"] and "--python-fallback nearest" in errors["old__python-1"]
     assert "clone" not in errors["old__python-1"].lower()
+
+
+@pytest.mark.docker
+def test_python_fallback_nearest_runs_the_instance_and_says_so(docker_available: bool,
+                                                               tmp_path: Path) -> None:
+    base = FIXTURES[0]
+    row = base.model_copy(update={"instance_id": "old__python-2", "version": "3.0-py310"})
+    (tmp_path / "d.jsonl").write_text(json.dumps(row.row()) + "\n")
+    spec = load_spec(base.repo, base.version).model_dump(exclude={"repo", "version", "source"})
+    (tmp_path / "specs.yaml").write_text(yaml.safe_dump(
+        {base.repo: {"3.0-py310": {**spec, "python": "3.10"}}}))
+    args = ["eval", "swebench", "--dataset", str(tmp_path / "d.jsonl"), "--predictions", "gold",
+            "--spec-table", str(tmp_path / "specs.yaml"), "--run-id", "f", "--output-dir",
+            str(tmp_path), "--no-clone"]
+    refused = CliRunner().invoke(app, [*args, "--run-id", "f0"])
+    assert refused.exit_code == 0 and "old__python-2" in json.loads(
+        (tmp_path / "gold.f0.json").read_text())["error_ids"]
+    result = CliRunner().invoke(app, [*args, "--python-fallback", "nearest"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "gold.f.json").read_text())["resolved_ids"] == ["old__python-2"]
+    report = json.loads((tmp_path / "logs/run_evaluation/f/gold/old__python-2/report.json").read_text())
+    assert report["old__python-2"]["python_fallback"] == "3.10->3.11"

@@ -103,11 +103,12 @@ def test_conda_package_lists_translate_to_pip_and_conda_only_ones_are_refused() 
 
 def test_environment_yml_translates_its_conda_and_pip_sections() -> None:
     yml = ("name: testbed\ndependencies:\n  - python=3.10\n  - numpy>=1.21\n  - pip\n"
-           "  - setuptools_scm\n  - pip:\n    - mpl-sphinx-theme\n")
+           "  - hdf5\n  - setuptools_scm\n  - pip:\n    - mpl-sphinx-theme\n")
     spec = RepoSpec(repo="pydata/xarray", version="0.12", source="t", packages="environment.yml")
     files = {"ci/requirements/environment.yml": yml}
     plan = plan_environment(spec, files.get)
     assert plan.requirements == ["numpy>=1.21", "setuptools-scm", "mpl-sphinx-theme"]
+    assert plan.translated[-1] == "dropped (their wheels bundle them): hdf5"
     files["ci/requirements/environment.yml"] = yml + "  - gtk4\n  - pygobject\n"
     with pytest.raises(CondaOnlySpecError, match="gtk4, pygobject"):
         plan_environment(spec, files.get)
