@@ -38,7 +38,7 @@ _TEST_DIRS = {"test", "tests", "testing"}
 def start_commit_command(base_commit: str) -> str:
     """Shell that prints the commit an agent's diff is taken against: the instance image's
     start commit (base commit plus the install's changes), else ``base_commit``."""
-    return f"(cat {START_COMMIT_FILE} 2>/dev/null || echo {base_commit})"
+    return f"cat {START_COMMIT_FILE} 2>/dev/null || echo {base_commit}"
 
 
 def is_test_file(path: str, test_files: set[str]) -> bool:
