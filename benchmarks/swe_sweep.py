@@ -14,7 +14,9 @@ its instance and env images are removed once graded (``--keep-images`` keeps the
 per-Python parents stay). Prints JSON, and a markdown table (``--table FILE`` writes it).
 
 Usage: ``python benchmarks/swe_sweep.py DATASET --repo-mirror DIR [--per-version 1]
-[--dry-run] [--out runs/swe-sweep] [--max-workers 2] [--timeout 900] [--table docs/...]``
+[--dry-run] [--out runs/swe-sweep] [--max-workers 2] [--timeout 900] [--table docs/...]
+[--spec-table FILE]`` (default spec table: ``envs/swe/fixtures/drift.yaml``, pins for packages
+that drifted since swebench's specs were written).
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from typing import Any
 from gymfleet.envs.swe.errors import SWEError
 from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
 from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
-from gymfleet.envs.swe.instances import SWEInstance, load_instances
+from gymfleet.envs.swe.instances import FIXTURES_DIR, SWEInstance, load_instances
+
+DRIFT_TABLE = FIXTURES_DIR / "drift.yaml"
+"""Pins for packages that drifted since swebench's specs were written (see the file)."""
 
 
 def classify(harness: SWEHarness, instance: SWEInstance) -> str:
@@ -210,9 +215,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--keep-images", action="store_true")
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
+    parser.add_argument("--spec-table", type=Path, action="append", default=None,
+                        help="spec tables over swebench's (default: envs/swe/fixtures/drift.yaml)")
     args = parser.parse_args()
+    tables = args.spec_table if args.spec_table is not None else [DRIFT_TABLE]
     config = SWEHarnessConfig(repo_mirrors=args.repo_mirror, allow_clone=False, eval_timeout_s=args.timeout,
-                              setup_timeout_s=1200)
+                              setup_timeout_s=1200, spec_tables=tables)
     config.images.python_fallback = args.python_fallback
     harness = SWEHarness(config)
     instances = load_instances(args.dataset)

@@ -5,8 +5,9 @@ install it, and how to run its tests. swebench 4.1.0 carries one for every repos
 SWE-bench (``MAP_REPO_VERSION_TO_SPECS``); repositories it does not know (the fixtures, a
 SWE-Gym or SWE-smith style dataset of other projects) use gymfleet's table of the same shape
 (``fixtures/specs.yaml``), plus ``log_parser``. Tables passed as ``extra_tables``
-(``--spec-table``) come first: an entry there overrides swebench's for the same repo and version
-(so a user can move a repo version onto another Python, or fix an install step).
+(``--spec-table``) come first: an entry there overrides swebench's for the same repo and version,
+field by field (so a user can move a repo version onto another Python, or pin a package that
+drifted, without copying the rest; ``fixtures/drift.yaml`` is such a table).
 """
 
 from __future__ import annotations
@@ -107,12 +108,15 @@ def load_spec(repo: str, version: str, extra_tables: Sequence[Path] = ()) -> Rep
             that are known for the repo. Also for an unreadable table file.
     """
     known: list[str] = []
+    table = upstream.repo_specs(repo)
     for path in extra_tables:
         entries = _table_entries(path, repo)
         if version in entries:
-            return RepoSpec(repo=repo, version=version, source=str(path), **entries[version])
+            # an entry overrides swebench's field by field (a whole entry replaces it)
+            base = dict(table[version]) if table is not None and version in table else {}
+            return RepoSpec(repo=repo, version=version, source=str(path),
+                            **{**base, **entries[version]})
         known += list(entries)
-    table = upstream.repo_specs(repo)
     if table is not None:
         if version in table:
             return RepoSpec(repo=repo, version=version, source="swebench", **table[version])

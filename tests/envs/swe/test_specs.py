@@ -30,6 +30,7 @@ def test_spec_table_overrides_swebench_for_the_same_repo_and_version(tmp_path: P
     table.write_text("psf/requests:\n  '2.4':\n    python: '3.11'\n    test_cmd: pytest -rA -x\n")
     spec = load_spec("psf/requests", "2.4", [table])
     assert spec.source == str(table) and spec.python == "3.11" and spec.test_cmd == "pytest -rA -x"
+    assert spec.install == load_spec("psf/requests", "2.4").install  # other fields: swebench's
     assert load_spec("psf/requests", "2.3", [table]).source == "swebench"  # other versions stay
 
 
