@@ -203,8 +203,15 @@ class SWEHarness:
         result.test_log += setup.stdout + setup.stderr
         if not setup.ok:
             why = "timed out" if setup.timed_out else f"exit code {setup.exit_code}"
-            result.error = f"the eval setup (test patch, install) failed ({why}): {_tail(setup.stdout + setup.stderr)}"
+            result.error = (f"the eval setup (test patch, install) failed ({why}): "
+                            f"{_tail(setup.stdout + setup.stderr)}")
             return
+        await self._run_tests(sandbox, instance, spec, conda, result)
+
+    async def _run_tests(self, sandbox: Sandbox, instance: SWEInstance, spec: RepoSpec,
+                         conda: bool, result: InstanceResult) -> None:
+        """Runs the test command as its own exec and grades what that exec returned; the
+        markers and exit code in ``test_log`` are written here, around its output."""
         t1 = time.monotonic()
         run = await sandbox.exec(scripts.test_run_script(instance, spec, conda),
                                  timeout_s=self.config.eval_timeout_s)
