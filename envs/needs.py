@@ -108,7 +108,7 @@ def _probe_docker(config: DockerBackendConfig) -> tuple[SandboxBackend | None, s
     backend = DockerBackend(config)
     if not backend.available():
         backend.close()
-        return None, f"no daemon answers ({FIXES['docker']})"
+        return None, f"no Docker daemon answers ({FIXES['docker']})"
     backend.sweep_blocking()
     return backend, ""
 

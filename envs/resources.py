@@ -26,8 +26,9 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxUnavailableError
 from gymfleet.envs.needs import NEEDS, PROBED, Needs, probe_backends
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
@@ -43,10 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ResourcesConfig(BaseModel):
+class ResourcesConfig(StrictModel):
     """Settings of a run's :class:`EnvResources` (``resources:`` in a run config)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sandbox: Literal["auto", "docker", "local"] = "auto"
     """The backend of envs that ask for ``auto``: Docker when its daemon answers, else local

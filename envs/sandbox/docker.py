@@ -26,8 +26,8 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
-from pydantic import BaseModel
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxError,
@@ -61,7 +61,7 @@ _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: n
 _MAX_ARGV_CMD_BYTES = 64 << 10  # Linux caps one argv string at 128 KiB: longer commands go by file
 
 
-class DockerBackendConfig(BaseModel):
+class DockerBackendConfig(StrictModel):
     """How the Docker backend reaches its daemon."""
 
     base_url: str | None = None

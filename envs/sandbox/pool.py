@@ -24,8 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel
-
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxClosedError, SandboxError
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
@@ -40,7 +39,7 @@ GENERIC_RESET = (
 but pid 1 and this shell (``{workdir}`` is filled in, quoted)."""
 
 
-class PoolConfig(BaseModel):
+class PoolConfig(StrictModel):
     """Settings of a :class:`SandboxPool`."""
 
     max_idle_per_key: int = 4

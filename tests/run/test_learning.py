@@ -27,9 +27,9 @@ import pytest
 from gymfleet.envs.base import AgentEnv
 from gymfleet.orchestrator.config import TaskConfig
 from gymfleet.trainer.bucket import AdapterBucket
-from gymfleet.trainer.config import train_config_from_dict
-from gymfleet.trainer.evaluate import evaluate
-from gymfleet.trainer.job import train
+from gymfleet.run.config import train_config_from_dict
+from gymfleet.run.evaluate import evaluate
+from gymfleet.run.job import train
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
