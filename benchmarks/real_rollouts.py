@@ -267,15 +267,15 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
         in_flight = scheduler.stats.in_flight
         if full_at is None and in_flight >= 0.98 * concurrency:
             full_at = elapsed
-        if elapsed >= next_tree:
-            tree.sample()
-            next_tree = elapsed + 5.0
+        if elapsed >= next_tree:  # /proc walks of thousands of processes: off the event loop
+            await asyncio.to_thread(tree.sample)
+            next_tree = elapsed + 10.0
             log(f"  {elapsed:6.1f} s in flight {in_flight} completed {scheduler.stats.completed} "
                 f"procs {tree.peak_procs} rss {tree.peak_rss / 2**30:.2f} GiB")
         if forever and elapsed >= warmup_s:
             if t0 is None:
                 t0, done0 = time.monotonic(), scheduler.stats.completed
-                cpu0, tree_cpu0 = resource.getrusage(resource.RUSAGE_SELF), tree.cpu_s()
+                cpu0, tree_cpu0 = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s)
                 leases0 = len(timings.leases)
             samples.append(in_flight)
         if forever and elapsed >= duration_s:
@@ -286,7 +286,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
             break
     window_s = time.monotonic() - (t0 if t0 is not None else started)
     completed = scheduler.stats.completed - (done0 or 0)
-    cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), tree.cpu_s() - tree_cpu0
+    cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s) - tree_cpu0
     window_leases = timings.leases[leases0:]
     scheduler.request_stop()
     scheduler.request_stop()
