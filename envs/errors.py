@@ -11,6 +11,7 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     │   └── SandboxFileError          put_file / get_file failed (path missing, not a file)
     ├── ImageBuildError               `gymfleet images build` failed
     ├── UnknownEnvError               an env id that is not registered (lists the known ids)
+    ├── EnvCheckError                 an env breaks the contract (`check_env`; says what to fix)
     └── TaskError                     a task folder or instance is malformed
 
 A malformed *action* is never an exception: the env answers it with an observation.
@@ -25,7 +26,7 @@ GymfleetEnvError = EnvError
 
 __all__ = [
     "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxError", "SandboxFileError",
-    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError",
+    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError", "EnvCheckError",
 ]
 
 
@@ -54,6 +55,11 @@ class UnknownEnvError(GymfleetEnvError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class EnvCheckError(GymfleetEnvError, AssertionError):
+    """An env breaks the env contract (raised by ``check_env``); the message names the env, the
+    instance, the rule and the fix. Also an AssertionError, as Gymnasium's checker raises."""
 
 
 class TaskError(GymfleetEnvError):

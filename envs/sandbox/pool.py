@@ -5,7 +5,9 @@
 reset (its processes killed, its workdir and /tmp emptied), checked with ``true``, and kept for
 the next user, at most ``max_idle_per_key`` per key; one that fails any of this is closed. Works
 with any :class:`~gymfleet.envs.sandbox.base.SandboxBackend`: a sandbox with its own
-``reset()`` (:class:`ResettableSandbox`) resets itself, others get :data:`GENERIC_RESET`.
+``reset()`` (:class:`ResettableSandbox`) resets itself, other isolated ones get
+:data:`GENERIC_RESET`, and an unisolated one without ``reset()`` is closed, never reused (the
+generic reset would kill the host's processes).
 
 Reset happens inside ``acquire``'s exit (no background tasks), so a pool can be driven from
 successive event loops.
@@ -22,8 +24,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxClosedError, SandboxError
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
@@ -38,7 +41,7 @@ GENERIC_RESET = (
 but pid 1 and this shell (``{workdir}`` is filled in, quoted)."""
 
 
-class PoolConfig(BaseModel):
+class PoolConfig(StrictModel):
     """Settings of a :class:`SandboxPool`."""
 
     max_idle_per_key: int = 4
@@ -49,6 +52,10 @@ class PoolConfig(BaseModel):
     """A warm sandbox expiring within this many seconds is closed rather than handed out."""
     max_uses: int = 0
     """Uses after which a sandbox is closed instead of reset; 0 means no limit."""
+    max_starting: int = Field(default=8, ge=1)
+    """Sandboxes starting at once; more wait their turn. A burst of cold starts (a run's first
+    thousand rollouts) beyond what the machine runs at once makes every start slow enough to
+    time out."""
 
 
 @runtime_checkable
@@ -85,6 +92,7 @@ class SandboxPool:
         self.created = 0
         self.reused = 0
         self._idle: dict[str, list[_Slot]] = {}
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._closed = False
 
     @asynccontextmanager
@@ -149,10 +157,18 @@ class SandboxPool:
         slot.uses = 1
         return slot
 
+    def start_gate(self) -> asyncio.Semaphore:
+        """The semaphore bounding starts at ``max_starting`` (one per event loop driving the pool)."""
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate[0] is not loop:
+            self._gate = (loop, asyncio.Semaphore(self.config.max_starting))
+        return self._gate[1]
+
     async def _start(self, spec: SandboxSpec, labels: SandboxLabels | None) -> _Slot:
         sandbox = self.backend.create(spec, labels)
         try:
-            await sandbox.start()
+            async with self.start_gate():
+                await sandbox.start()
         except BaseException:
             await _close_quietly(sandbox)
             raise
@@ -175,6 +191,10 @@ class SandboxPool:
             await _close_quietly(slot.sandbox)
 
     async def _reset(self, sandbox: Sandbox) -> bool:
+        if not isinstance(sandbox, ResettableSandbox) and not sandbox.isolated:
+            # GENERIC_RESET kills every process it can see: on an unisolated sandbox that is the
+            # host's. Such a sandbox is never reused.
+            return False
         try:
             async with asyncio.timeout(self.config.reset_timeout_s):
                 if isinstance(sandbox, ResettableSandbox):

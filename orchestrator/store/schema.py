@@ -8,7 +8,7 @@ Tables::
     runs          one row per run id: resolved config, status
     groups        the G samples of one task instance; completion and learner claims
     samples       one row per (group, sample index): the work queue that survives restarts
-    trajectories  one row per rollout attempt, token-exact (DESIGN.md, Trajectory)
+    trajectories  one row per rollout attempt, token-exact (docs/design.md, Trajectory)
 """
 
 from __future__ import annotations
@@ -53,7 +53,16 @@ class RunStatus(str, enum.Enum):
 
     running = "running"
     interrupted = "interrupted"
+    """Stopped before its work or budget was done (a signal, a quarantined task, a dead learner)."""
     completed = "completed"
+    """Every group of every task done."""
+    completed_budget = "completed (budget)"
+    """A training run that spent its budget (learner steps or wall-clock seconds)."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run ended as planned (its work done, or its budget spent)."""
+        return self in (RunStatus.completed, RunStatus.completed_budget)
 
 
 class SampleState(str, enum.Enum):
