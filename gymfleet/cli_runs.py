@@ -158,22 +158,40 @@ def _print_trajectory(stored: StoredTrajectory, max_chars: int) -> None:
 class Format(str, Enum):
     jsonl = "jsonl"
     parquet = "parquet"
+    swebench = "swebench"
 
 
 @runs_app.command("export")
 def export(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     out: Annotated[Path, typer.Argument(help="Output file.")],
-    fmt: Annotated[Format, typer.Option("--format", help="jsonl or parquet (both load with `datasets`).")] = Format.jsonl,
+    fmt: Annotated[Format, typer.Option("--format", help="jsonl or parquet (both load with `datasets`), or swebench (a predictions file of the run's gymfleet/SWE-v0 patches).")] = Format.jsonl,
     status: Annotated[list[RolloutStatus] | None, typer.Option(help="Only these statuses (repeatable).")] = None,
+    every: Annotated[bool, typer.Option("--all", help="swebench: every patch, with distinct model names (default: the best-rewarded per instance).")] = False,
     store: StoreOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
-    """Exports a run's trajectories, token-exact, to JSONL or parquet."""
+    """Exports a run's trajectories, token-exact, to JSONL or parquet; or its SWE patches as
+    SWE-bench predictions (``gymfleet eval swebench --predictions out.jsonl`` grades them)."""
     (url,) = _stores(store, runs_dir, run_id)
     statuses = list(status) if status else None
     try:
-        n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+        if fmt is Format.swebench:
+            n = _with_store(url, lambda s: _export_predictions(s, run_id, out, statuses, every))
+            what = "predictions"
+        else:
+            n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
+            what = "trajectories"
     except OSError as exc:  # the output folder cannot be created or written
         _fail(f"cannot write {out}: {exc}; pass a writable output path")
-    console.print(f"wrote {n} trajectories to {out}", highlight=False)
+    console.print(f"wrote {n} {what} to {out}", highlight=False)
+
+
+async def _export_predictions(store: TrajectoryStore, run_id: str, out: Path,
+                              statuses: list[RolloutStatus] | None, every: bool) -> int:
+    from gymfleet.envs.swe.predictions import predictions_from_trajectories, write_predictions
+
+    await store.run_summary(run_id)  # RunNotFoundError names the known runs
+    stored = await store.trajectories(run_id, limit=None)
+    trajs = [s.trajectory for s in stored if statuses is None or s.trajectory.status in statuses]
+    return write_predictions(predictions_from_trajectories(trajs, run_id, every), out)
