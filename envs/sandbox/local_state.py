@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gymfleet.envs.sandbox.procs import process_start_ticks
+
 MARKER_ENV = "GYMFLEET_SANDBOX_ID"
 
 
@@ -109,16 +111,6 @@ def marked_pids(sandbox_id: str) -> list[int]:
     """Pids of the live processes whose environment names ``sandbox_id``."""
     needle = f"\0{MARKER_ENV}={sandbox_id}\0".encode()
     return [pid for pid in _pids() if needle in b"\0" + _environ(pid) and not _zombie(pid)]
-
-
-def process_start_ticks(pid: int) -> int:
-    """Start time of ``pid`` in clock ticks since boot; -1 when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return -1
-    return -1 if fields[0] in (b"Z", b"X") else int(fields[19])
 
 
 def _pids() -> list[int]:
