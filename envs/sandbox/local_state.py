@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gymfleet.envs.sandbox.local_cgroup import remove as remove_cgroup
 from gymfleet.envs.sandbox.procs import process_start_ticks
 
 MARKER_ENV = "GYMFLEET_SANDBOX_ID"
@@ -40,6 +41,8 @@ class SandboxRecord:
     agent_pid: int = 0
     """Host pid of bubblewrap (or of the unisolated agent); 0 before start."""
     agent_start_ticks: int = 0
+    cgroup: str = ""
+    """The sandbox's memory cgroup folder, or "" when it has none."""
 
     def owner_alive(self) -> bool:
         """True while the process that created the sandbox runs."""
@@ -90,6 +93,8 @@ def reap(state_dir: Path, record: SandboxRecord) -> None:
     if record.agent_pid and process_start_ticks(record.agent_pid) == record.agent_start_ticks:
         _kill(record.agent_pid)
     kill_marked(record.sandbox_id)
+    if record.cgroup:
+        remove_cgroup(Path(record.cgroup))
     shutil.rmtree(record.host_dir, ignore_errors=True)
     remove_record(state_dir, record.sandbox_id)
 
