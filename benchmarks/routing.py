@@ -26,10 +26,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
+from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
-from gymfleet.orchestrator.records import Generation, Message, SamplingParams
+from gymfleet.core.records import Generation, Message, SamplingParams
 from gymfleet.orchestrator.router import Router
 
 TURN = SamplingParams(temperature=0.7, max_new_tokens=4, seed=0)
@@ -131,7 +131,7 @@ async def main() -> None:
     parser.add_argument("--parts", default="routing,batching,adapters", help="comma-separated subset to run")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    tokenizer, model = load_tokenizer(ModelSource()), load_model(ModelSource())
+    tokenizer, model = load_tokenizer(ModelSpec()), load_causal_lm(ModelSpec())
     started = time.perf_counter()
     report: dict[str, Any] = {
         "setup": {"model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantised to float32, CPU)", "rollouts": args.rollouts,

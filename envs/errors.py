@@ -1,8 +1,9 @@
 """Errors raised by gymfleet.envs.
 
-Class tree::
+Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is drawn in
+``gymfleet/core/errors.py``)::
 
-    GymfleetEnvError
+    GymfleetEnvError                  = gymfleet.core.errors.EnvError
     ├── SandboxError                  a sandbox could not be used (infrastructure)
     │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)
     │   ├── SandboxStartError         a sandbox did not start (image missing, limits refused)
@@ -24,13 +25,15 @@ graded; every ``SandboxError`` is an infrastructure failure, retried and never t
 
 from __future__ import annotations
 
+from gymfleet.core.errors import EnvError, SandboxError
 
-class GymfleetEnvError(Exception):
-    """Base class of every error raised by gymfleet.envs."""
+GymfleetEnvError = EnvError
+"""Base class of every error raised by gymfleet.envs (the env boundary's root)."""
 
-
-class SandboxError(GymfleetEnvError):
-    """A sandbox could not be used; an infrastructure failure, never the policy's fault."""
+__all__ = [
+    "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxError", "SandboxFileError",
+    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError",
+]
 
 
 class SandboxUnavailableError(SandboxError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gymfleet.orchestrator.engines.model_loading import ModelSource
+from gymfleet.core.models import ModelSpec
 
 
 def serve(
@@ -27,7 +27,7 @@ def serve(
     from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 
     config = TransformersEngineConfig(
-        name=name or f"{host}:{port}", source=ModelSource(model=model, gguf_file=gguf_file),
+        name=name or f"{host}:{port}", source=ModelSpec(name_or_path=model, gguf_file=gguf_file),
         max_batch_size=max_batch_size, batch_window_ms=batch_window_ms, max_adapters=max_adapters,
         max_context_tokens=max_context_tokens, n_threads=threads,
     )

@@ -13,7 +13,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gymfleet.orchestrator.errors import ConfigError
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.models import ModelSpec
+from gymfleet.core.records import SamplingParams
 
 
 class _Strict(BaseModel):
@@ -75,8 +76,9 @@ class PolicyConfig(_Strict):
     factory: str | None = None
     """``module:callable`` returning a PolicyGateway (or an async context manager of one);
     called with ``options`` as keyword arguments. Used when ``kind: import``."""
-    model: str | None = None
-    """Model name or path; None: the embedded SmolLM2-135M-Instruct."""
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    """The base model the engines serve and the learner trains: a name or path (``embedded``,
+    the default, is SmolLM2-135M-Instruct), or a ModelSpec mapping."""
     engines: list[dict[str, Any]] = Field(default_factory=list)
     """Engine replicas behind the router: ``{kind: transformers, max_batch_size: 16, ...}``
     (TransformersEngineConfig fields) or ``{kind: vllm, base_url: http://host:8000, model: NAME}``

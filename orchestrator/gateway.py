@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
+from gymfleet.core.records import Message, SamplingParams, Trajectory
 
 
 class GatewayConfig(BaseModel):

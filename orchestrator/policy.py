@@ -57,7 +57,7 @@ async def _replica(index: int, spec: dict[str, Any], cfg: PolicyConfig, stack: A
     try:
         if kind == "transformers":
             options.setdefault("name", f"local-{index}")
-            options.setdefault("source", {"model": cfg.model or "embedded"})
+            options.setdefault("source", cfg.model)
             engine_cfg = TransformersEngineConfig.model_validate(options)
             # Loading weights takes seconds: off the event loop.
             return await stack.enter_async_context(await asyncio.to_thread(TransformersEngine, engine_cfg))
@@ -72,7 +72,7 @@ async def _replica(index: int, spec: dict[str, Any], cfg: PolicyConfig, stack: A
 async def _gateway_builder(cfg: PolicyConfig, run_id: str) -> AsyncIterator[PolicyGateway]:
     """The TITO gateway over a router of the configured replicas (default: one embedded engine)."""
     from gymfleet.orchestrator.engines.errors import AdapterPublishError
-    from gymfleet.orchestrator.engines.model_loading import ModelSource, load_tokenizer
+    from gymfleet.core.models import load_tokenizer
     from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
     from gymfleet.orchestrator.router import Router, RouterConfig
 
@@ -87,7 +87,7 @@ async def _gateway_builder(cfg: PolicyConfig, run_id: str) -> AsyncIterator[Poli
         router = await stack.enter_async_context(Router(replicas, RouterConfig(**router_options)))
         tokenizer = getattr(replicas[0], "tokenizer", None)
         if tokenizer is None:
-            tokenizer = await asyncio.to_thread(load_tokenizer, ModelSource(model=cfg.model or "embedded"))
+            tokenizer = await asyncio.to_thread(load_tokenizer, cfg.model)
         gateway = Gateway(tokenizer, router, GatewayConfig(run_id=run_id))
         if cfg.adapter:
             try:

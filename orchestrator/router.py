@@ -26,7 +26,7 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaTimeoutError,
 )
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.orchestrator.records import Generation, SamplingParams
+from gymfleet.core.records import Generation, SamplingParams
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

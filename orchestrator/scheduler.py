@@ -21,7 +21,7 @@ from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
 from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.records import RolloutStatus, SamplingParams, Trajectory
+from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
 from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
@@ -195,7 +195,7 @@ class Scheduler:
         bound = self.config.max_staleness
         if bound is None or not self.versions:
             return False
-        return self.gateway.policy_version - min(self.versions) > bound
+        return staleness(self.gateway.policy_version, min(self.versions)) > bound
 
     async def _wait(self, timeout_s: float) -> None:
         try:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from gymfleet.orchestrator.collect import collect
 from gymfleet.orchestrator.config import RunConfig, TaskConfig
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
 
 

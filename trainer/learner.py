@@ -22,8 +22,9 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from pydantic import BaseModel, Field
 
-from gymfleet.models import ModelSpec, load_causal_lm
-from gymfleet.orchestrator.records import Trajectory
+from gymfleet.core.models import ModelSpec, load_causal_lm
+from gymfleet.core.records import ClaimedGroup, Trajectory
+from gymfleet.core.sampling import token_logprobs
 from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate, repair_groups
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.loss import LossConfig, policy_loss
@@ -77,16 +78,6 @@ class LearnerConfig(BaseModel):
     ``publish_every`` steps."""
 
 
-@dataclass(frozen=True)
-class ClaimedGroup:
-    """One complete group a learner claimed: the G samples of one task instance."""
-
-    group_id: str
-    trajectories: list[Trajectory]
-    task: str = ""
-    """Task name, for per-task reward in the report (empty: the trajectories' env id)."""
-
-
 @runtime_checkable
 class GroupSource(Protocol):
     """Where the learner gets complete groups (the trajectory store)."""
@@ -124,7 +115,7 @@ def sequence_logprobs(
 ) -> torch.Tensor:
     """Logprob of each token given the tokens before it, under the rollout's sampling distribution.
 
-    The engine's own definition (:func:`gymfleet.orchestrator.engines.logprobs.token_logprobs`:
+    The engine's own definition (:func:`gymfleet.core.sampling.token_logprobs`:
     after temperature and nucleus truncation, renormalised), so that
     ``exp(logp - behaviour_logp)`` is exactly 1 for an unchanged policy.
 
@@ -138,8 +129,6 @@ def sequence_logprobs(
     Returns:
         (B, T) float32; position 0 (no context) is 0.
     """
-    from gymfleet.orchestrator.engines.logprobs import token_logprobs
-
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
     return torch.nn.functional.pad(picked, (1, 0))

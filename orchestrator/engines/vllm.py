@@ -6,7 +6,7 @@ It needs a server started as::
         --logprobs-mode processed_logprobs --enable-prompt-tokens-details
 
 ``processed_logprobs`` makes vLLM report logprobs after temperature and top-p, the quantity
-defined in :mod:`gymfleet.orchestrator.engines.logprobs` (vLLM's default, ``raw_logprobs``, is
+defined in :mod:`gymfleet.core.sampling` (vLLM's default, ``raw_logprobs``, is
 before temperature and would bias the learner's importance ratio). ``gymfleet serve`` speaks the
 same subset, so this client is tested against it.
 
@@ -16,7 +16,7 @@ LoRA Adapters"):
 * ``POST /v1/completions`` with ``prompt`` as a list of token ids, ``model`` = base model or a
   loaded LoRA name, ``logprobs`` and ``return_tokens_as_token_ids`` (tokens come back as
   ``"token_id:<id>"``), ``include_stop_str_in_output`` (the stop text is kept, as in
-  :class:`~gymfleet.orchestrator.records.SamplingParams`).
+  :class:`~gymfleet.core.records.SamplingParams`).
 * ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}``; ``POST /v1/unload_lora_adapter``
   ``{"lora_name"}``.
 * ``GET /health``.
@@ -39,7 +39,7 @@ from gymfleet.orchestrator.engines.errors import (
     RequestError,
     UnknownAdapterError,
 )
-from gymfleet.orchestrator.records import Generation, SamplingParams
+from gymfleet.core.records import Generation, SamplingParams
 
 SESSION_HEADER = "X-Gymfleet-Session"
 """Carries the routing key; vLLM ignores it (its prefix cache needs no key), gymfleet serve uses it."""

@@ -21,7 +21,7 @@ from sqlalchemy import JSON, DateTime, Enum, Float, ForeignKey, Index, Integer, 
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):

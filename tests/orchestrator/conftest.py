@@ -8,19 +8,19 @@ from typing import Any
 
 import pytest
 
-from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
+from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
 
 
 @pytest.fixture(scope="session")
 def smollm_tokenizer() -> Any:
     """The embedded model's tokenizer (loaded once)."""
-    return load_tokenizer(ModelSource())
+    return load_tokenizer(ModelSpec())
 
 
 @pytest.fixture(scope="session")
 def smollm_model() -> Any:
     """The embedded SmolLM2-135M model (loaded once; tests must not modify it: deepcopy first)."""
-    return load_model(ModelSource())
+    return load_causal_lm(ModelSpec())
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.orchestrator.metrics import MetricsWriter
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
