@@ -18,7 +18,7 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
 A malformed *action* is never an exception: the env answers it with an observation.
 
 Damage inside the sandbox is the policy's, damage from outside is infrastructure (see
-``envs/sandbox/README.md``): ``SandboxDamagedError`` (the agent's own commands left the sandbox
+``docs/sandbox.md``): ``SandboxDamagedError`` (the agent's own commands left the sandbox
 unable to run commands, or filled its disk) ends the episode as the policy's failure and is
 graded; every ``SandboxError`` is an infrastructure failure, retried and never trained on.
 """
@@ -31,8 +31,9 @@ GymfleetEnvError = EnvError
 """Base class of every error raised by gymfleet.envs (the env boundary's root)."""
 
 __all__ = [
-    "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxError", "SandboxFileError",
-    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError",
+    "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError", "SandboxError",
+    "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError", "TaskError",
+    "UnknownEnvError",
 ]
 
 

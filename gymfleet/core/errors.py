@@ -17,7 +17,9 @@ Class tree::
     │   │   ├── SandboxStartError         a sandbox did not start
     │   │   ├── SandboxClosedError        used after close()
     │   │   ├── SandboxFileError          put_file / get_file failed
+    │   │   ├── SandboxLostError          removed, stopped or restarted from outside mid-command
     │   │   └── BrowserStartError         Chromium did not start (envs/browser/errors.py)
+    │   ├── SandboxDamagedError           the policy broke its own sandbox: NOT infrastructure
     │   ├── ImageBuildError               `gymfleet images build` failed
     │   ├── UnknownEnvError (KeyError)    an env id that is not registered
     │   ├── TaskError                     a task folder or instance is malformed (browser, slides leaves)

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from gymfleet.envs.errors import SandboxStartError
+from gymfleet.envs.errors import SandboxDamagedError, SandboxStartError
 from gymfleet.core.records import Message, SamplingParams, Trajectory
 from tests.fakes import EchoEnv
 
@@ -146,6 +146,25 @@ class BuggyEnv(SlowEchoEnv):
 
     async def step_async(self, action: str):
         raise ValueError("grader crashed")
+
+
+class DamagedSandboxEnv(SlowEchoEnv):
+    """Every step breaks the sandbox, as ``rm -rf /`` would; grading what is left gives
+    ``left_reward`` (``None``: grading fails on the broken sandbox too)."""
+
+    def __init__(self, left_reward: float | None = 0.25, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.left_reward = left_reward
+        self.ended: list[str] = []
+
+    async def step_async(self, action: str):
+        raise SandboxDamagedError("sandbox x can no longer start a command: bash not found")
+
+    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
+        self.ended.append(reason)
+        if self.left_reward is None:
+            raise SandboxDamagedError("sandbox x can no longer start a command: bash not found")
+        return self.left_reward, {"graded": True}
 
 
 class NeverEndsEnv(SlowEchoEnv):
