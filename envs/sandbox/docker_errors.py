@@ -123,7 +123,7 @@ def explain_lost_frame(
     if not now.running:
         return SandboxLostError(
             f"sandbox {short_id} was stopped from outside mid-command (exit code {now.exit_code}: "
-            f"`docker kill`/`stop`, the daemon, or the host); {NOT_RERUN}")
+            f"`docker kill`/`stop`/`restart`, the daemon, or the host); {NOT_RERUN}")
     if now.started_at != started_at:
         return SandboxLostError(
             f"sandbox {short_id} was restarted from outside mid-command (every process in it died); "
