@@ -137,7 +137,7 @@ class LatencyEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
-    def gold_policy(self) -> Policy:
+    def gold_policy(self, instance_id: str | None = None) -> Policy:
         return ConstantPolicy("ok")
 
 

@@ -13,6 +13,7 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     ├── SandboxDamagedError           the policy broke its own sandbox (NOT infrastructure)
     ├── ImageBuildError               `gymfleet images build` failed
     ├── UnknownEnvError               an env id that is not registered (lists the known ids)
+    ├── EnvCheckError                 an env breaks the contract (`check_env`; says what to fix)
     └── TaskError                     a task folder or instance is malformed
 
 A malformed *action* is never an exception: the env answers it with an observation.
@@ -31,9 +32,9 @@ GymfleetEnvError = EnvError
 """Base class of every error raised by gymfleet.envs (the env boundary's root)."""
 
 __all__ = [
-    "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError", "SandboxError",
-    "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError", "TaskError",
-    "UnknownEnvError",
+    "EnvCheckError", "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
+    "SandboxError", "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError",
+    "TaskError", "UnknownEnvError",
 ]
 
 
@@ -74,6 +75,11 @@ class UnknownEnvError(GymfleetEnvError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class EnvCheckError(GymfleetEnvError, AssertionError):
+    """An env breaks the env contract (raised by ``check_env``); the message names the env, the
+    instance, the rule and the fix. Also an AssertionError, as Gymnasium's checker raises."""
 
 
 class TaskError(GymfleetEnvError):

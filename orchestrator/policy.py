@@ -2,7 +2,9 @@
 
 Every builder returns an async context manager yielding a :class:`PolicyGateway`. ``embedded``
 (the default) is the TITO gateway over a router of replicas: in-process TransformersEngines
-(the embedded SmolLM2 unless ``model`` names another) and/or vLLM servers. ``import`` calls any ``module:callable`` (which may return a gateway or an async context manager of one),
+(the embedded SmolLM2 unless ``model`` names another) and/or vLLM servers, one per entry of
+``engines`` built by :data:`ENGINE_BUILDERS`. ``import`` calls any ``module:callable`` (which
+may return a gateway or an async context manager of one),
 so that a deployment can plug its own gateway in without touching gymfleet.
 """
 
@@ -10,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from pydantic import ValidationError
-
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.config import PolicyConfig
-from gymfleet.orchestrator.errors import ConfigError
-from gymfleet.orchestrator.protocols import PolicyGateway
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
+from gymfleet.orchestrator.protocols import Engine, PolicyGateway
+
 
 def _load(factory: str) -> Callable[..., Any]:
     module, _, attr = factory.partition(":")
@@ -48,50 +51,51 @@ def _checked(gateway: Any, origin: str) -> PolicyGateway:
     return gateway
 
 
-async def _replica(index: int, spec: dict[str, Any], cfg: PolicyConfig, stack: AsyncExitStack) -> Any:
-    from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
-    from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
+async def _transformers_replica(cfg: TransformersEngineConfig, stack: AsyncExitStack) -> Engine:
+    from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
 
-    options = {k: v for k, v in spec.items() if k != "kind"}
-    kind = spec.get("kind", "transformers")
-    try:
-        if kind == "transformers":
-            options.setdefault("name", f"local-{index}")
-            options.setdefault("source", cfg.model)
-            engine_cfg = TransformersEngineConfig.model_validate(options)
-            # Loading weights takes seconds: off the event loop.
-            return await stack.enter_async_context(await asyncio.to_thread(TransformersEngine, engine_cfg))
-        if kind == "vllm":
-            return await stack.enter_async_context(VLLMEngine(VLLMEngineConfig.model_validate(options)))
-    except ValidationError as exc:
-        raise ConfigError(f"policy.engines[{index}] ({kind}): {exc}") from exc
-    raise ConfigError(f"policy.engines[{index}]: kind {kind!r} unknown; use transformers or vllm")
+    # Loading weights takes seconds: off the event loop.
+    return await stack.enter_async_context(await asyncio.to_thread(TransformersEngine, cfg))
+
+
+async def _vllm_replica(cfg: VLLMEngineConfig, stack: AsyncExitStack) -> Engine:
+    from gymfleet.orchestrator.engines.vllm import VLLMEngine
+
+    return await stack.enter_async_context(VLLMEngine(cfg))
+
+
+ENGINE_BUILDERS: dict[str, Callable[[Any, AsyncExitStack], Awaitable[Engine]]] = {
+    "transformers": _transformers_replica,
+    "vllm": _vllm_replica,
+}
+"""Per engine kind (``policy.engines[].kind``), how to start one replica of it."""
 
 
 @asynccontextmanager
 async def _gateway_builder(cfg: PolicyConfig, run_id: str) -> AsyncIterator[PolicyGateway]:
     """The TITO gateway over a router of the configured replicas (default: one embedded engine)."""
-    from gymfleet.orchestrator.engines.errors import AdapterPublishError
     from gymfleet.core.models import load_tokenizer
+    from gymfleet.orchestrator.engines.errors import AdapterPublishError
     from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
     from gymfleet.orchestrator.router import Router, RouterConfig
 
     async with AsyncExitStack() as stack:
-        specs = cfg.engines or [{"kind": "transformers"}]
-        replicas = [await _replica(i, spec, cfg, stack) for i, spec in enumerate(specs)]
-        # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
-        # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
-        in_process = all(spec.get("kind", "transformers") == "transformers" for spec in specs)
-        router_options = {"request_timeout_s": 24 * 3600.0} if in_process else {}
-        router_options |= cfg.options.get("router", {})
-        router = await stack.enter_async_context(Router(replicas, RouterConfig(**router_options)))
+        specs = cfg.engines or [TransformersEngineConfig(name="local-0", source=cfg.model)]
+        replicas = [await ENGINE_BUILDERS[spec.kind](spec, stack) for spec in specs]
+        router_cfg = cfg.router
+        if router_cfg is None:
+            # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
+            # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
+            in_process = all(isinstance(spec, TransformersEngineConfig) for spec in specs)
+            router_cfg = RouterConfig(request_timeout_s=24 * 3600.0) if in_process else RouterConfig()
+        router = await stack.enter_async_context(Router(replicas, router_cfg))
         tokenizer = getattr(replicas[0], "tokenizer", None)
         if tokenizer is None:
             tokenizer = await asyncio.to_thread(load_tokenizer, cfg.model)
         gateway = Gateway(tokenizer, router, GatewayConfig(run_id=run_id))
         if cfg.adapter:
             try:
-                await gateway.publish_adapter(int(cfg.options.get("adapter_version", 1)), cfg.adapter)
+                await gateway.publish_adapter(cfg.adapter_version, cfg.adapter)
             except AdapterPublishError as exc:
                 raise ConfigError(
                     f"policy.adapter {cfg.adapter!r}: {exc}; pass a folder holding a PEFT adapter "

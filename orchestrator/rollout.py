@@ -216,8 +216,10 @@ class Rollout:
         self.info = dict(info)
         self.messages.append(Message("user", obs))
         self.session.add_message("user", obs)
-        if terminated:
-            return RolloutStatus.ok, ""
+        if terminated:  # an env that ended on the policy's damage itself says so in info
+            damaged = info.get("damaged")
+            return RolloutStatus.ok, (f"the policy damaged its sandbox at turn {self.n_turns - 1}: {damaged}"
+                                      if damaged else "")
         if truncated:
             return RolloutStatus.truncated, f"env truncated the episode after {self.n_turns} turns"
         return None

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from gymfleet.core.models import ModelSpec, load_causal_lm
 from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.core.sampling import token_logprobs
+from gymfleet.core.strict import StrictModel
 from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate, repair_groups
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketError
@@ -35,11 +36,12 @@ log = logging.getLogger(__name__)
 
 
 
-class LearnerConfig(BaseModel):
+class LearnerConfig(StrictModel):
     """The learner's settings (written into every published adapter's meta.json)."""
 
     model: ModelSpec = Field(default_factory=ModelSpec)
-    """Base model; the embedded SmolLM2-135M-Instruct by default."""
+    """Base model the adapter is trained for; in a training config, ``policy.model`` (the one
+    the engines serve; a different one is refused)."""
     lora_rank: int = Field(8, ge=1)
     """LoRA rank r (rank 1 works)."""
     lora_alpha: float = 16.0
@@ -65,7 +67,9 @@ class LearnerConfig(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus mass of the rollouts; learner logprobs are taken after the same truncation."""
     max_staleness: int = Field(4, ge=0)
-    """Most policy versions a sample may lag the learner before it is dropped."""
+    """Most policy versions a sample may lag (:func:`gymfleet.core.records.staleness`: the
+    learner's version minus the version that generated the sample's oldest token); staler
+    samples are dropped. In a training config it is the run's ``max_staleness`` too."""
     groups_per_step: int = Field(4, ge=1)
     """Groups per optimiser step."""
     micro_batch_size: int = Field(4, ge=1)

@@ -13,6 +13,7 @@ unlike asyncio's default of cores + 4).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,9 +22,8 @@ from typing import Any, TypeVar
 import docker
 import docker.errors
 import requests.exceptions
-from pydantic import BaseModel
-
-from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.core.strict import StrictModel
+from gymfleet.envs.errors import SandboxError, SandboxUnavailableError
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_container import StorageFacts
 from gymfleet.envs.sandbox.docker_errors import docker_errors
@@ -35,7 +35,7 @@ T = TypeVar("T")
 __all__ = ["DockerBackend", "DockerBackendConfig", "DockerSandbox"]
 
 
-class DockerBackendConfig(BaseModel):
+class DockerBackendConfig(StrictModel):
     """How the Docker backend reaches its daemon."""
 
     base_url: str | None = None
@@ -101,6 +101,23 @@ class DockerBackend:
         """Runs a blocking SDK call in the backend's thread pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    def sweep_blocking(self) -> int:
+        """Runs the start-up sweep now, in the calling thread (then :meth:`sweep_once` does
+        nothing). Returns how many containers were removed; a failed sweep removes none."""
+        self._swept = True
+        try:
+            return self._gc_sync(None, True)
+        except SandboxError as exc:  # a sweep that fails must not stop the backend's use
+            logging.getLogger(__name__).warning("Docker start-up sweep failed: %s", exc)
+            return 0
+
+    def close(self) -> None:
+        """Closes the SDK client and stops the thread pool (running calls finish). Idempotent."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     async def sweep_once(self) -> None:
         """Runs :meth:`gc` (expired and orphaned sandboxes) the first time it is called."""

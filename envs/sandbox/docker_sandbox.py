@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import posixpath
 import time
 import uuid
@@ -27,6 +28,7 @@ from gymfleet.envs.errors import (
     SandboxLostError,
 )
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
 from gymfleet.envs.sandbox.docker_container import create_container
 from gymfleet.envs.sandbox.docker_errors import NOT_RERUN, ContainerState, docker_errors, explain_lost_frame
 from gymfleet.envs.sandbox.docker_exec import (
@@ -44,6 +46,8 @@ from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_r
 
 if TYPE_CHECKING:
     from gymfleet.envs.sandbox.docker import DockerBackend
+
+log = logging.getLogger(__name__)
 
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
 _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
@@ -74,6 +78,7 @@ class DockerSandbox:
         self._backend = backend
         self._container: Container | None = None
         self._started_at = ""
+        self._baseline: set[str] = set()
         self._closed = False
 
     @property
@@ -109,6 +114,7 @@ class DockerSandbox:
         with docker_errors("start a sandbox"):
             self._container, self._started_at = await self._backend.run_blocking(
                 create_container, self._backend.client(), self.spec, self.labels, self._backend.storage)
+            self._baseline = await self._backend.run_blocking(changed_paths, self._container)
 
     def _live(self) -> Container:
         if self._closed:
@@ -325,7 +331,9 @@ class DockerSandbox:
 
     async def reset(self) -> bool:
         """Makes the sandbox fresh for a pool's next user: kills every process the commands
-        started and empties the workdir and /tmp (files elsewhere stay). False when it fails.
+        started and empties the workdir and /tmp. False when that fails, or when anything else
+        in the filesystem changed since the start (a root command can write anywhere): such a
+        sandbox is not fit for another rollout.
 
         Raises:
             SandboxClosedError: after ``close()``.
@@ -334,9 +342,17 @@ class DockerSandbox:
         argv = ["bash", "-c", RESET_SCRIPT, "reset", self.spec.workdir, EXEC_ROOT]
         try:
             out, _ = await asyncio.wait_for(self._backend.run_blocking(self._exec_sync, container, argv, None), 60)
+            with docker_errors("list the sandbox's changed files", container.short_id):
+                changed = await self._backend.run_blocking(changed_paths, container)
         except (TimeoutError, SandboxError):
             return False
-        return b"OCI runtime" not in out
+        if b"OCI runtime" in out:  # the reset itself could not start: a broken sandbox
+            return False
+        left = outside(changed - self._baseline, (self.spec.workdir, "/tmp", EXEC_ROOT))
+        if left:
+            log.info("sandbox %s changed %d paths outside its workdir and /tmp (%s...): not reused",
+                     container.short_id, len(left), left[0])
+        return not left
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.

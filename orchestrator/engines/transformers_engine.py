@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from pydantic import BaseModel, Field
 
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner
@@ -18,32 +17,10 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaServerError,
     UnknownAdapterError,
 )
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.kv_cache import SessionCacheStore
-from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
+from gymfleet.core.models import load_causal_lm, load_tokenizer
 from gymfleet.core.records import Generation, SamplingParams
-
-
-class TransformersEngineConfig(BaseModel):
-    """Settings of one in-process engine replica."""
-
-    name: str = "local"
-    """Replica name, reported in every Generation."""
-    source: ModelSpec = Field(default_factory=ModelSpec)
-    """Which weights to load (a run's engines load ``policy.model``)."""
-    max_batch_size: int = Field(default=16, ge=1)
-    """Most requests sharing one forward pass."""
-    batch_window_ms: float = Field(default=5.0, ge=0.0)
-    """How long the first queued request waits for others to join its batch."""
-    max_cached_sessions: int = Field(default=256, ge=0)
-    """Sessions whose KV cache is kept (LRU); 0 disables session caching."""
-    max_cached_tokens: int | None = Field(default=65536, ge=1)
-    """Most tokens held in session caches (LRU eviction beyond); None = unbounded."""
-    max_context_tokens: int | None = None
-    """Context window in tokens; None = the model's ``max_position_embeddings``."""
-    max_adapters: int = Field(default=8, ge=0)
-    """Most LoRA adapters loaded at once; loading more fails (free one with unload first)."""
-    n_threads: int | None = None
-    """torch intra-op threads; None keeps torch's default."""
 
 
 @dataclass

@@ -24,10 +24,10 @@ LoRA Adapters"):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.errors import (
@@ -40,15 +40,18 @@ from gymfleet.orchestrator.engines.errors import (
     UnknownAdapterError,
 )
 from gymfleet.core.records import Generation, SamplingParams
+from gymfleet.core.strict import StrictModel
 
 SESSION_HEADER = "X-Gymfleet-Session"
 """Carries the routing key; vLLM ignores it (its prefix cache needs no key), gymfleet serve uses it."""
 TOKEN_ID_PREFIX = "token_id:"
 
 
-class VLLMEngineConfig(BaseModel):
-    """Where one vLLM (or ``gymfleet serve``) replica listens."""
+class VLLMEngineConfig(StrictModel):
+    """Where one vLLM (or ``gymfleet serve``) replica listens (``kind: vllm``)."""
 
+    kind: Literal["vllm"] = "vllm"
+    """Selects this engine in ``policy.engines``."""
     base_url: str
     """e.g. ``http://127.0.0.1:8000`` (no ``/v1``)."""
     model: str
