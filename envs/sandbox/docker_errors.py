@@ -76,7 +76,8 @@ def docker_errors(doing: str, short_id: str = "") -> Iterator[None]:
     except docker.errors.DockerException as exc:  # before RequestException: APIError is both
         if container_stopped(exc):
             raise SandboxLostError(
-                f"{what} was stopped from outside while trying to {doing}: {exc}; {NOT_RERUN}") from exc
+                f"{what} was stopped or restarted from outside (`docker kill`/`stop`/`restart`, the "
+                f"daemon) while trying to {doing}: {exc}; {NOT_RERUN}") from exc
         raise SandboxError(f"Docker failed to {doing} ({what}): {exc}") from exc
     except (requests.exceptions.RequestException, OSError) as exc:
         raise SandboxUnavailableError(

@@ -137,7 +137,7 @@ async def test_container_stopped_from_outside_is_lost_never_rerun(
     error = await _mid_command(sandbox, action)
     assert isinstance(error, SandboxLostError), error
     # a restart may be seen half way (stopped) or done (restarted): from outside either way
-    assert ("restart" if how == "restart" else "stopped") in str(error) and "not run again" in str(error)
+    assert "from outside" in str(error) and "not run again" in str(error)
     if how == "kill":
         container.start()
     count = await sandbox.exec("cat /root/count")  # usable again once running
