@@ -12,9 +12,8 @@ from rich.text import Text
 
 from gymfleet.run.collection import collect
 from gymfleet.orchestrator.config import load_run_config
-from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.loop import run_loop
-from gymfleet.orchestrator.store.errors import StoreError
+from gymfleet.orchestrator.store.engine import display_url
 
 console = Console(stderr=True)
 
@@ -35,17 +34,13 @@ def collect_command(
     if store:
         overrides.append(f"store={store}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = load_run_config(config, overrides)
-        outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
-                                   live=progress and console.is_terminal))
-    except (ConfigError, StoreError) as exc:
-        console.print(Text("error: ", style="red") + Text(str(exc)))
-        raise typer.Exit(2) from exc
+    cfg = load_run_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
+                               live=progress and console.is_terminal))
     console.print(
         f"run {outcome.run_id}: {outcome.status.value}, {outcome.completed} rollouts this start "
         f"{outcome.by_status}; requeued {outcome.n_requeued} (of which {outcome.n_aborted_on_restart} "
-        f"were in flight at the last stop); store {cfg.store}",
+        f"were in flight at the last stop); store {display_url(cfg.store)}",
         markup=False, highlight=False,
     )
     for message in outcome.quarantined.values():

@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.orchestrator.errors import ConfigError
 
 console = Console(stderr=True)
 
@@ -28,12 +27,8 @@ def train_command(
     from gymfleet.run.job import train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = load_train_config(config, list(set_ or []))
-        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal))
-    except (ConfigError, ValueError) as exc:
-        console.print(Text("error: ", style="red") + Text(str(exc)))
-        raise typer.Exit(2) from exc
+    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal))
     r = outcome.report
     console.print(
         f"run {r['run_id']} ({r['mode']}): {r['run_status']}, {r['n_steps']} learner steps this start (last step {r['last_step']}), "

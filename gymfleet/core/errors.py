@@ -36,6 +36,7 @@ Class tree::
     │   └── RunNotFoundError (KeyError)
     └── TrainError                        the learner side (trainer/errors.py)
         └── BucketError                   the adapter bucket cannot be read or written
+            └── BucketCorruptError        a committed version that does not read back (skipped, kept)
 
 The sandbox subtree sits under the env subtree: a sandbox is an env's resource, and callers that
 catch ``GymfleetEnvError`` around an episode keep catching sandbox failures.

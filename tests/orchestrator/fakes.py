@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 
 from gymfleet.envs.errors import SandboxDamagedError, SandboxStartError
+from gymfleet.orchestrator.engines.errors import AdapterPublishError
 from gymfleet.core.records import Message, SamplingParams, Trajectory
 from tests.fakes import EchoEnv
 
@@ -94,6 +95,20 @@ class ScriptedGateway:
     @property
     def policy_version(self) -> int:
         return self.version
+
+
+class AdapterRefusingGateway(ScriptedGateway):
+    """A gateway whose every replica fails to load any adapter (as replicas that time out would)."""
+
+    async def publish_adapter(self, version: int, path: str) -> str:
+        raise AdapterPublishError(
+            f"adapter v{version} failed to load on every replica (r0: no answer within 30 s); "
+            "v0 keeps being served")
+
+
+def adapter_refusing_gateway() -> AdapterRefusingGateway:
+    """The ``policy: {kind: import, factory: tests.orchestrator.fakes:adapter_refusing_gateway}`` builder."""
+    return AdapterRefusingGateway(say_the_word)
 
 
 def echo_gateway(delay_s: float = 0.0) -> ScriptedGateway:
