@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml requirements-pins.txt 2>/dev/null | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: setup services run test bench clean
+.PHONY: setup services run-services run test bench clean
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -23,7 +23,12 @@ setup: $(STAMP)
 services:
 	bash scripts/services.sh
 
-run: setup
+# What the default run needs (Docker, bubblewrap, Chromium). Without root or a package mirror the
+# run still starts: the task kinds whose service is missing are left out with a message.
+run-services:
+	bash scripts/services.sh run || echo "make run: some services could not be set up; the tasks that need them are left out"
+
+run: setup run-services
 	$(BIN)/gymfleet train configs/train-default.yaml
 
 test: setup services

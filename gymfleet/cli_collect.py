@@ -10,10 +10,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.run.collection import collect
+from gymfleet.core.errors import GymfleetError
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.loop import run_loop
 from gymfleet.orchestrator.store.engine import display_url
+from gymfleet.run.collection import collect
+from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
 
@@ -25,7 +27,11 @@ def collect_command(
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: the config's, else its file name).")] = None,
     store: Annotated[str | None, typer.Option(help="Store URL (overrides the config's).")] = None,
-    progress: Annotated[bool, typer.Option(help="Show the live progress table.")] = True,
+    progress: Annotated[bool, typer.Option(
+        help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
+             "(CI, nohup, a log file), plain progress lines instead.")] = True,
+    progress_every: Annotated[float, typer.Option(
+        min=0.1, max=30.0, help="Seconds between plain progress lines.")] = PLAIN_INTERVAL_S,
 ) -> None:
     """Collects rollouts as the config says and stores every trajectory; rerun to resume."""
     overrides = list(set_ or [])
@@ -36,7 +42,7 @@ def collect_command(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_run_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
     outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
-                               live=progress and console.is_terminal))
+                               live=progress and console.is_terminal, progress_every_s=progress_every))
     console.print(
         f"run {outcome.run_id}: {outcome.status.value}, {outcome.completed} rollouts this start "
         f"{outcome.by_status}; requeued {outcome.n_requeued} (of which {outcome.n_aborted_on_restart} "

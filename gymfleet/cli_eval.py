@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -33,17 +34,27 @@ def swebench(
     spec_table: Annotated[list[Path] | None, typer.Option(help="Extra spec table YAML (repeatable).")] = None,
     no_clone: Annotated[bool, typer.Option("--no-clone", help="Never clone from GitHub.")] = False,
     split: Annotated[str, typer.Option(help="Split, for dataset names.")] = "test",
+    python_fallback: Annotated[str, typer.Option(help="`nearest`: run a spec whose Python is not reachable offline on the nearest newer one (recorded in report.json); `none`: refuse it.")] = "none",
+    run_empty_patches: Annotated[bool, typer.Option("--run-empty-patches", help="Run the tests of empty patches too (never resolved).")] = False,
+    cpus: Annotated[float, typer.Option(help="CPU limit per sandbox, cores (0: none).")] = 0.0,
+    memory_mb: Annotated[int, typer.Option(help="Memory limit per sandbox, MiB.")] = 8192,
 ) -> None:
     """Grades predictions on SWE-bench-format instances in Docker; writes SWE-bench's report."""
     ids = [i for item in (instance_ids or []) for i in item.split(",") if i]
     mirrors = [*(repo_mirror or []), FIXTURE_MIRROR]
-    config = EvalConfig(
-        dataset=dataset, split=split, predictions=predictions, instance_ids=ids,
-        max_workers=max_workers, run_id=run_id, output_dir=output_dir,
-        harness=SWEHarnessConfig(repo_mirrors=mirrors, allow_clone=not no_clone,
-                                 spec_tables=spec_table or [], eval_timeout_s=timeout),
-    )
     console = Console(stderr=True)
+    try:
+        harness = SWEHarnessConfig(repo_mirrors=mirrors, allow_clone=not no_clone,
+                                   spec_tables=spec_table or [], eval_timeout_s=timeout,
+                                   cpus=cpus, memory_mb=memory_mb,
+                                   images={"python_fallback": python_fallback})
+        config = EvalConfig(
+            dataset=dataset, split=split, predictions=predictions, instance_ids=ids,
+            max_workers=max_workers, run_id=run_id, output_dir=output_dir,
+            run_empty_patches=run_empty_patches, harness=harness)
+    except ValidationError as exc:
+        console.print(f"[red]error:[/red] {exc.errors()[0]['loc'][-1]}: {exc.errors()[0]['msg']}")
+        raise typer.Exit(2) from exc
     try:
         instances = load_instances(dataset, ids, split)
         with_prediction = load_predictions(predictions, instances)  # bad predictions fail before the bar

@@ -43,6 +43,7 @@ def list_images(images_dir: ImagesDir = None) -> None:
     """Lists the images, their current tags and whether each is built."""
     builder = ImageBuilder(images_dir=images_dir)
     table = Table("name", "parents", "tag", "built", "size MB")
+    table.columns[2].no_wrap = True  # whole tags: they are copied into commands
     try:
         for name in builder.names():
             tag = builder.tag(name)
@@ -52,6 +53,7 @@ def list_images(images_dir: ImagesDir = None) -> None:
             except docker.errors.ImageNotFound:
                 size, built = "", "no"
             table.add_row(name, ", ".join(builder.definition(name).parents), tag, built, size)
+            table.columns[2].min_width = max(table.columns[2].min_width or 0, len(tag))
     except ImageBuildError as exc:
         console.print(f"[red]{exc}[/]", highlight=False)
         raise typer.Exit(1) from None

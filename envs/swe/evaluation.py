@@ -42,9 +42,10 @@ class EvalConfig(BaseModel):
     """Names the run; a second run with the same id skips finished instances."""
     output_dir: Path = Path(".")
     """Where ``logs/run_evaluation/...`` and the summary JSON go."""
-    run_empty_patches: bool = True
-    """Run the tests for empty patches too (their tests_status shows the instance's
-    FAIL_TO_PASS tests failing); they are never counted as resolved."""
+    run_empty_patches: bool = False
+    """Run the tests for empty patches too (their tests_status then shows the instance's
+    FAIL_TO_PASS tests failing); off by default, as in swebench: an empty patch goes to
+    ``empty_patch_ids`` before anything is provisioned. Never counted as resolved."""
     harness: SWEHarnessConfig = Field(default_factory=SWEHarnessConfig)
     """Provisioning, sandbox and grading settings."""
 
@@ -68,6 +69,8 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
         if not config.instance_ids:
             summary.submitted_ids.append(instance_id)
             summary.add(instance_id, None, False, "the prediction's instance is not in the dataset")
+    # swebench's incomplete_ids: instances of the dataset that got no prediction
+    summary.incomplete_ids += [i.instance_id for i in instances if i.instance_id not in predictions]
     harness = harness or SWEHarness(config.harness)
     gate = asyncio.Semaphore(config.max_workers)
     notify = on_result or (lambda _id, _outcome: None)
@@ -79,6 +82,10 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
             summary.skipped_ids.append(instance.instance_id)
             summary.add(instance.instance_id, finished, prediction.is_empty)
             notify(instance.instance_id, "skipped")
+            return
+        if prediction.is_empty and not config.run_empty_patches:
+            summary.add(instance.instance_id, {}, True)  # before anything is provisioned
+            notify(instance.instance_id, "empty")
             return
         async with gate:
             result = await _grade(harness, config, instance, prediction)
@@ -98,12 +105,8 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
 async def _grade(harness: SWEHarness, config: EvalConfig, instance: SWEInstance,
                  prediction: Prediction) -> InstanceResult:
     labels = SandboxLabels(run_id=f"swe-eval-{config.run_id}")
-    if prediction.is_empty and not config.run_empty_patches:
-        result = InstanceResult(instance.instance_id, prediction.model_name_or_path,
-                                prediction.model_patch)
-    else:
-        result = await harness.grade(instance, prediction.model_patch,
-                                     prediction.model_name_or_path, labels)
+    result = await harness.grade(instance, prediction.model_patch,
+                                 prediction.model_name_or_path, labels)
     if prediction.is_empty:
         result.resolved = False  # swebench never counts an empty patch as resolved
     return result

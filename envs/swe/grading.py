@@ -1,21 +1,23 @@
-"""Grades one test log against an instance's FAIL_TO_PASS / PASS_TO_PASS lists.
+"""Grades one test run against an instance's FAIL_TO_PASS / PASS_TO_PASS lists.
 
-Parsing and the report come from swebench 4.1.0 (its per-repo log parsers,
-``get_eval_tests_report`` and ``get_resolution_status``); this module wraps them where 4.1.0
-grades wrongly, with the semantics swebench 5.x adopted (each fault is pinned by a test in
-``tests/envs/swe/test_grading.py``):
+The report comes from swebench 4.1.0 (``get_eval_tests_report``, ``get_resolution_status``) fed
+with one status per expected test, decided here from every status the log reported for it
+(:mod:`gymfleet.envs.swe.logparse`), so that a patch cannot earn resolved without the fix:
 
-1. A FAIL_TO_PASS test that was SKIPPED counted as resolved (4.1.0 puts it in neither list,
-   so F2P is 0/0 = 1). Here it is a failure; a skipped PASS_TO_PASS test is maintained.
-2. PASSED lines counted although the test command crashed (or a patch printed them). The
-   eval script records the test command's exit status after the end marker
-   (``>>>>> Test Exit Code: N``, as 5.x's ``record_test_exit_code``); a non-zero status with no
-   FAILED/ERROR test in the log makes the log ungradable, an error.
-3. pytest ids containing spaces: 4.1.0's parsers keep only the first whitespace token of the
-   id, so distinct tests collapse into one key and the last one's status wins; the published
-   data holds such ids truncated at the first space. Here summary lines are parsed with the
-   whole id kept, and an expected id that is truncated (more ``[`` than ``]``) matches by prefix
-   when every candidate agrees on pass-vs-fail (5.x ``grading._resolve_case``).
+1. FAIL_TO_PASS counts only PASSED: XFAIL, XPASS, SKIPPED (code raising pytest's xfail or skip
+   at run time) fail it. A skipped PASS_TO_PASS test is maintained (swebench 5.x), including one
+   known only from pytest's ``SKIPPED [N] file:line`` summary line (no test id).
+2. Any non-passing report of an id fails it, whatever the order of lines: a forged ``PASSED``
+   line (or a printed ``ok`` in a Django log) cannot cover the runner's FAILED. A published id
+   cut at a space (more ``[`` than ``]``) matches every id it prefixes, and all must pass.
+3. The test output and the exit status come from the harness (:func:`grade_output`: the test
+   command ran as its own sandbox exec), never from markers in the log, which the code under
+   test can print; a non-zero exit status with no failing test makes the run ungradable
+   (swebench 5.x: a crash, or output that is not the real run's).
+4. Progress tokens in published PASS_TO_PASS lists (``[100%]``) are not tests: ignored.
+
+:func:`grade_log` grades a log in swebench's layout (markers, ``>>>>> Test Exit Code``) for
+regrading saved logs; it trusts the markers, so the harness does not use it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,20 @@ from typing import Any
 
 from gymfleet.envs.swe import upstream
 
-TEST_EXIT_CODE = ">>>>> Test Exit Code"
-"""Marker the eval script prints, after the end-of-output marker, with the test command's status."""
-TEST_EXIT_CODE_RE = re.compile(rf"{re.escape(TEST_EXIT_CODE)}:\s*(-?\d+)")
-_WITH_MESSAGE = {"FAILED", "ERROR", "XFAIL"}
-_ID_SPACE = "\x00"  # stands for a space inside a test id while swebench's parser splits the line
+from gymfleet.envs.swe.logparse import (
+    LogParser,
+    Occurrences,
+    is_test_id,
+    parse_occurrences,
+    skipped_per_file,
+)
 
-LogParser = Callable[[str, Any], dict[str, str]]
+TEST_EXIT_CODE = ">>>>> Test Exit Code"
+"""Marker written after the end-of-output marker with the test command's status (5.x layout)."""
+TEST_EXIT_CODE_RE = re.compile(rf"{re.escape(TEST_EXIT_CODE)}:\s*(-?\d+)")
+_PASSING = {"PASSED"}
+_MAINTAINED = {"PASSED", "SKIPPED", "XFAIL"}
+_FAILING = {"FAILED", "ERROR"}
 
 
 @dataclass(frozen=True)
@@ -69,9 +78,10 @@ class Grade:
         resolved: every FAIL_TO_PASS test passed and every PASS_TO_PASS test was maintained.
         resolution: swebench's ``RESOLVED_FULL`` / ``RESOLVED_PARTIAL`` / ``RESOLVED_NO``.
         tests_status: per-test detail (empty lists when not graded).
-        status_map: test id -> status as parsed from the log (whole ids).
-        test_exit_code: the test command's exit status, when the log recorded one.
+        status_map: test id -> the status it was graded with (its worst report).
+        test_exit_code: the test command's exit status, when known.
         error: why the log could not be graded, else None.
+        ignored_ids: entries of the published lists that are not tests (``[100%]``).
     """
 
     graded: bool
@@ -81,105 +91,105 @@ class Grade:
     status_map: dict[str, str]
     test_exit_code: int | None = None
     error: str | None = None
+    ignored_ids: tuple[str, ...] = ()
 
 
 def parse_test_exit_code(log: str) -> int | None:
-    """The exit status the eval script recorded after the test output, or None."""
-    match = TEST_EXIT_CODE_RE.search(log)
-    return int(match.group(1)) if match else None
+    """The exit status a swebench-layout log recorded after the test output (last one), or None."""
+    found = TEST_EXIT_CODE_RE.findall(log)
+    return int(found[-1]) if found else None
 
 
 def parse_status_map(log: str, parser: LogParser, spec: Any = None) -> dict[str, str]:
-    """Runs swebench's ``parser`` over ``log`` keeping whole pytest ids (fault 3).
+    """Each id's worst reported status (see :func:`worst`), whole pytest ids kept."""
+    return {key: worst(statuses) for key, statuses in parse_occurrences(log, parser, spec).items()}
 
-    Lines that start with a status word (``PASSED x``, ``FAILED x - msg``) have the spaces of
-    their id (up to `` - ``) masked before the parser splits them, and restored after.
 
-    Args:
-        log: test output (the slice between the markers, or a whole log).
-        parser: a swebench log parser ``(log, test_spec) -> {test id: status}``.
-        spec: passed through to the parser (4.1.0's parsers ignore it, except a few that
-            read ``spec.repo``/``spec.version``).
-    """
-    statuses = {s.value for s in upstream.constants().TestStatus}
-    masked: list[str] = []
-    for line in log.split("\n"):
-        word, sep, rest = line.partition(" ")
-        if sep and word in statuses:
-            # pytest appends " - <message>" to FAILED/ERROR/XFAIL summary lines only
-            ident, dash, tail = (
-                rest.partition(" - ") if word in _WITH_MESSAGE else (rest, "", "")
-            )
-            line = f"{word} {ident.strip().replace(' ', _ID_SPACE)}{dash}{tail}"
-        masked.append(line)
-    raw = parser("\n".join(masked), spec)
-    return {key.replace(_ID_SPACE, " "): status for key, status in raw.items()}
+def worst(statuses: list[str]) -> str:
+    """The status an id is graded with: ERROR/FAILED if any report says so, else XFAIL/SKIPPED
+    if any, else PASSED."""
+    for status in ("ERROR", "FAILED", "XPASS", "XFAIL", "SKIPPED"):
+        if status in statuses:
+            return status
+    return statuses[-1] if statuses else "FAILED"
+
+
+def matching_reports(case: str, found: Occurrences) -> list[str] | None:
+    """Every status reported for an expected id: exact ids match exactly; an id cut mid-parameter
+    (more ``[`` than ``]``, as published data cuts ids at a space) gathers the reports of every
+    id it prefixes. None when nothing matches."""
+    if case in found:
+        return found[case]
+    if case.count("[") > case.count("]"):
+        reports = [s for key, statuses in found.items() if key.startswith(case) for s in statuses]
+        return reports or None
+    return None
 
 
 def resolve_case(case: str, status_map: dict[str, str]) -> str | None:
-    """The status-map key for an expected test id (swebench 5.x ``_resolve_case``).
-
-    Exact ids match exactly. An id truncated mid-parameter (more ``[`` than ``]``, as the
-    published data truncates ids at the first space) matches the keys it prefixes when they
-    all agree on pass-vs-fail; otherwise it matches nothing (and so fails).
-    """
+    """The status-map key an expected id grades against (exact, or the first id it prefixes
+    when cut mid-parameter); None when none matches."""
     if case in status_map:
         return case
     if case.count("[") > case.count("]"):
-        matches = [k for k in status_map if k.startswith(case)]
-        passing = {"PASSED", "XFAIL"}
-        if matches and len({status_map[k] in passing for k in matches}) == 1:
-            return matches[0]
+        return next((k for k in status_map if k.startswith(case)), None)
     return None
 
 
 def test_output(log: str) -> str | None:
-    """The part of ``log`` between swebench's start and end markers, or None when absent."""
+    """The part of a swebench-layout ``log`` between the start and end markers, or None."""
     c = upstream.constants()
     if c.START_TEST_OUTPUT not in log or c.END_TEST_OUTPUT not in log:
         return None
     return log.split(c.START_TEST_OUTPUT, 1)[1].split(c.END_TEST_OUTPUT, 1)[0]
 
 
-def grade_log(
-    log: str,
-    fail_to_pass: list[str],
-    pass_to_pass: list[str],
-    parser: LogParser,
-    spec: Any = None,
-) -> Grade:
-    """Grades one eval log.
+def grade_output(output: str, exit_code: int | None, fail_to_pass: list[str],
+                 pass_to_pass: list[str], parser: LogParser, spec: Any = None) -> Grade:
+    """Grades the output of one test command run.
 
     Args:
-        log: the whole eval log (with swebench's markers and the exit-code line).
+        output: what the test command printed (stdout and stderr), and nothing else.
+        exit_code: its exit status as the harness saw it (None when unknown).
         fail_to_pass: tests that must pass after the patch.
-        pass_to_pass: tests that must keep passing.
+        pass_to_pass: tests that must keep passing (progress tokens are ignored).
         parser: the repo's swebench log parser.
         spec: passed to the parser.
 
     Returns:
-        The :class:`Grade`; ``graded`` is False (with ``error``) for ungradable logs.
+        The :class:`Grade`; ``graded`` is False (with ``error``) when the run cannot be graded.
     """
-    exit_code = parse_test_exit_code(log)
-    error = _ungradable(log)
-    status_map: dict[str, str] = {}
-    if error is None:
-        section = test_output(log) or ""
-        status_map = parse_status_map(section, parser, spec) or parse_status_map(log, parser, spec)
-        error = _check_status_map(status_map, exit_code)
+    ignored = tuple(c for c in [*fail_to_pass, *pass_to_pass] if not is_test_id(c))
+    f2p = [c for c in fail_to_pass if is_test_id(c)]
+    p2p = [c for c in pass_to_pass if is_test_id(c)]
+    found = parse_occurrences(output, parser, spec)
+    status_map = {key: worst(statuses) for key, statuses in found.items()}
+    error = _check_status_map(status_map, exit_code)
     if error is not None:
         empty: dict[str, list[str]] = {"success": [], "failure": []}
         return Grade(False, False, "RESOLVED_NO", TestsStatus(dict(empty), dict(empty)),
-                     status_map, exit_code, error)
-    effective = _effective_statuses(status_map, fail_to_pass, pass_to_pass)
+                     status_map, exit_code, error, ignored)
+    effective = _effective_statuses(found, f2p, p2p, skipped_per_file(output))
     g = upstream.grading()
-    report = g.get_eval_tests_report(
-        effective, {"FAIL_TO_PASS": fail_to_pass, "PASS_TO_PASS": pass_to_pass}
-    )
+    report = g.get_eval_tests_report(effective, {"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
     resolution = g.get_resolution_status(report)
     tests = TestsStatus(**{k: report[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS",
                                                  "FAIL_TO_FAIL", "PASS_TO_FAIL")})
-    return Grade(True, resolution == "RESOLVED_FULL", resolution, tests, status_map, exit_code)
+    return Grade(True, resolution == "RESOLVED_FULL", resolution, tests, status_map, exit_code,
+                 None, ignored)
+
+
+def grade_log(log: str, fail_to_pass: list[str], pass_to_pass: list[str], parser: LogParser,
+              spec: Any = None) -> Grade:
+    """Grades a whole log in swebench's layout (markers, patch/timeout markers, the exit-code
+    line); for saved logs. It trusts what the log says, so it is not used on live runs."""
+    error = _ungradable(log)
+    if error is not None:
+        empty: dict[str, list[str]] = {"success": [], "failure": []}
+        return Grade(False, False, "RESOLVED_NO", TestsStatus(dict(empty), dict(empty)), {},
+                     parse_test_exit_code(log), error)
+    return grade_output(test_output(log) or "", parse_test_exit_code(log), fail_to_pass,
+                        pass_to_pass, parser, spec)
 
 
 def _ungradable(log: str) -> str | None:
@@ -200,7 +210,7 @@ def _ungradable(log: str) -> str | None:
 def _check_status_map(status_map: dict[str, str], exit_code: int | None) -> str | None:
     if not status_map:
         return f"the log has no test results (test command exit code {exit_code})"
-    failing = any(s in ("FAILED", "ERROR") for s in status_map.values())
+    failing = any(s in _FAILING for s in status_map.values())
     if exit_code not in (None, 0) and not failing:
         return (
             f"the test command exited {exit_code} but the log reports no failing test: "
@@ -209,16 +219,24 @@ def _check_status_map(status_map: dict[str, str], exit_code: int | None) -> str 
     return None
 
 
-def _effective_statuses(
-    status_map: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[str]
-) -> dict[str, str]:
-    """Status of each expected id after truncated-id matching and skip semantics, so that
-    swebench 4.1.0's exact-match ``get_eval_tests_report`` grades it as 5.x would."""
+def _effective_statuses(found: Occurrences, fail_to_pass: list[str], pass_to_pass: list[str],
+                        skipped: dict[str, int]) -> dict[str, str]:
+    """One status per expected id for swebench's exact-match report: F2P is PASSED only when
+    every report of it is PASSED; P2P is PASSED when every report is PASSED/SKIPPED/XFAIL, or
+    when it is absent but its file has an unclaimed ``SKIPPED [N]`` summary line."""
     effective: dict[str, str] = {}
-    for cases, skipped_means in ((fail_to_pass, "FAILED"), (pass_to_pass, "PASSED")):
-        for case in cases:
-            key = resolve_case(case, status_map)
-            if key is not None:
-                status = status_map[key]
-                effective[case] = skipped_means if status == "SKIPPED" else status
+    for case in fail_to_pass:
+        reports = matching_reports(case, found)
+        if reports is not None:
+            effective[case] = "PASSED" if set(reports) <= _PASSING else "FAILED"
+    unclaimed = dict(skipped)
+    for case in pass_to_pass:
+        reports = matching_reports(case, found)
+        if reports is not None:
+            effective[case] = "PASSED" if set(reports) <= _MAINTAINED else "FAILED"
+            continue
+        path = case.split("::", 1)[0]
+        if unclaimed.get(path, 0) > 0:
+            unclaimed[path] -= 1
+            effective[case] = "PASSED"  # a skipped pass-to-pass test is maintained
     return effective

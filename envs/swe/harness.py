@@ -1,9 +1,15 @@
-"""Runs one instance in a sandbox: provision its image, reset the repo, apply a patch, run the
-tests with a time limit, and grade the log. Shared by ``gymfleet/SWE-v0`` and the evaluation.
+"""Runs one instance in a sandbox: provision its image, apply a patch, run swebench's eval
+script with a time limit, and grade the run. Shared by ``gymfleet/SWE-v0`` and the evaluation.
 
-Every failure of one instance (no image, patch does not apply, tests time out, sandbox
-error) becomes that instance's :class:`InstanceResult` with ``error`` set; nothing here raises
-for a bad instance or patch.
+The eval script runs as two sandbox commands: its setup (test files reset, test patch applied,
+install re-run), then the test command alone. The grader takes the test command's output and
+exit status from that second command's exec, which the harness reads from Docker, so nothing the
+code under test prints or writes can pose as the harness's markers or exit code; the markers in
+``test_output.txt`` are written by the harness around that output.
+
+Every failure of one instance (no image, patch does not apply, tests time out, sandbox error)
+becomes that instance's :class:`InstanceResult` with ``error`` set; nothing here raises for a bad
+instance or patch.
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ from gymfleet.envs.errors import SandboxError
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.errors import SWEError, SWESetupError
-from gymfleet.envs.swe.grading import Grade, grade_log
+from gymfleet.envs.swe.errors import ImageBuildFailedError, SWEError, SWESetupError
+from gymfleet.envs.swe.grading import TEST_EXIT_CODE, Grade, grade_output
 from gymfleet.envs.swe.images import ImageProvider, ImageRef, SWEImagesConfig
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, SWEInstance
 from gymfleet.envs.swe.repos import RepoSource
@@ -44,12 +50,13 @@ class SWEHarnessConfig(BaseModel):
     """Time limit of one test run, seconds (swebench's default)."""
     setup_timeout_s: float = 300.0
     """Time limit of resetting the repo or applying a patch, seconds."""
-    cpus: float = 1.0
-    """CPU limit per sandbox, cores."""
-    memory_mb: int = 2048
-    """Memory limit per sandbox, MiB."""
-    hide_future: bool = True
-    """Delete refs and prune objects after the base commit, so the fix cannot be read."""
+    cpus: float = 0.0
+    """CPU limit per sandbox, cores; 0 means none (a one-CPU container makes some repos skip
+    pass-to-pass tests, so the default does not limit)."""
+    memory_mb: int = 8192
+    """Memory limit per sandbox, MiB (enough for the heaviest spec the sweep ran)."""
+    max_output_mb: int = 64
+    """Most output kept of one command (the test run's log), MiB."""
     images: SWEImagesConfig = Field(default_factory=SWEImagesConfig)
     """Image finding and building."""
 
@@ -74,6 +81,12 @@ class InstanceResult:
     test_log: str = ""
     image: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)
+    python_fallback: str | None = None
+    """``"3.8->3.9"`` when the instance ran on another Python than its spec's."""
+    translated: tuple[str, ...] = ()
+    """What of a conda spec was translated to pip."""
+    build_log: str = ""
+    """The image build log (whole), when this run built or failed to build an image."""
 
     @property
     def patch_applied(self) -> bool:
@@ -90,9 +103,15 @@ class InstanceResult:
             "resolved": self.resolved,
             "error": self.error,
         }
+        if self.python_fallback:
+            body["python_fallback"] = self.python_fallback
+        if self.translated:
+            body["conda_translated"] = list(self.translated)
         if self.grade is not None:
             body["tests_status"] = self.grade.tests_status.as_dict()
             body["resolution"] = self.grade.resolution
+            if self.grade.ignored_ids:
+                body["ignored_ids"] = list(self.grade.ignored_ids)
         return {self.instance_id: body}
 
 
@@ -125,26 +144,23 @@ class SWEHarness:
         """A new sandbox (not started) of ``image`` with the repo at ``/testbed``."""
         spec = SandboxSpec(image=image.tag, workdir=scripts.REPO_DIR, network=False,
                            cpus=self.config.cpus, memory_mb=self.config.memory_mb,
-                           pids_limit=1024, ttl_s=self.config.eval_timeout_s + 3600)
+                           pids_limit=4096, ttl_s=self.config.eval_timeout_s + 3600,
+                           max_output_bytes=self.config.max_output_mb * 1024 * 1024,
+                           env={"PIP_NO_INDEX": "1"})  # no network: pip fails fast
         return self.backend().create(spec, labels)
 
     async def reset_repo(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef) -> None:
-        """Puts the sandbox's repo at the base commit (official images already are).
+        """Puts the sandbox's repo at the instance's start. Both image layouts already are there
+        (gymfleet's instance images are built at the base commit with the future pruned;
+        official ones likewise), so this only checks the repository is present.
 
         Raises:
-            SWESetupError: the reset failed.
+            SWESetupError: /testbed is not a git repository.
         """
-        if image.layout == "swebench":
-            return
-        result = await sandbox.exec(
-            scripts.setup_script(instance.base_commit, self.config.hide_future),
-            timeout_s=self.config.setup_timeout_s,
-        )
+        result = await sandbox.exec("git rev-parse --verify -q HEAD", timeout_s=60)
         if not result.ok:
-            raise SWESetupError(
-                f"could not reset {instance.repo} to {instance.base_commit}: "
-                f"{(result.stdout + result.stderr).strip()[-800:]}"
-            )
+            raise SWESetupError(f"{image.tag} has no git repository at {scripts.REPO_DIR}: "
+                                f"{(result.stdout + result.stderr).strip()[-400:]}")
 
     async def grade(self, instance: SWEInstance, model_patch: str | None, model_name: str = "gold",
                     labels: SandboxLabels | None = None) -> InstanceResult:
@@ -154,11 +170,13 @@ class SWEHarness:
         start = time.monotonic()
         try:
             image = await self.provision(instance)
-            result.image = image.tag
+            result.image, result.build_log = image.tag, image.build_log
+            result.python_fallback, result.translated = image.python_fallback, image.translated
             result.timings_s["image"] = image.seconds
             async with self.sandbox(image, labels) as sandbox:
-                await self.reset_repo(sandbox, instance, image)
                 await self._apply_and_test(sandbox, instance, image, model_patch or "", result)
+        except ImageBuildFailedError as exc:
+            result.error, result.build_log = f"{type(exc).__name__}: {exc}", exc.build_log
         except (SWEError, SandboxError) as exc:
             result.error = f"{type(exc).__name__}: {exc}"
         result.timings_s["total"] = time.monotonic() - start
@@ -177,24 +195,40 @@ class SWEHarness:
                 return
         result.timings_s["apply"] = time.monotonic() - t0
         spec = self.spec(instance)
-        script = scripts.eval_script(instance, spec, conda=image.layout == "swebench")
-        await sandbox.put_file(scripts.EVAL_SCRIPT_PATH, script.encode(), mode=0o755)
+        conda = image.layout == "swebench"
+        await sandbox.put_file(scripts.EVAL_SCRIPT_PATH,
+                               scripts.eval_setup_script(instance, spec, conda).encode(), mode=0o755)
+        setup = await sandbox.exec(f"bash {scripts.EVAL_SCRIPT_PATH} 2>&1",
+                                   timeout_s=self.config.setup_timeout_s)
+        result.test_log += setup.stdout + setup.stderr
+        if not setup.ok:
+            why = "timed out" if setup.timed_out else f"exit code {setup.exit_code}"
+            result.error = (f"the eval setup (test patch, install) failed ({why}): "
+                            f"{_tail(setup.stdout + setup.stderr)}")
+            return
+        await self._run_tests(sandbox, instance, spec, conda, result)
+
+    async def _run_tests(self, sandbox: Sandbox, instance: SWEInstance, spec: RepoSpec,
+                         conda: bool, result: InstanceResult) -> None:
+        """Runs the test command as its own exec and grades what that exec returned; the
+        markers and exit code in ``test_log`` are written here, around its output."""
         t1 = time.monotonic()
-        run = await sandbox.exec(
-            f"bash {scripts.EVAL_SCRIPT_PATH} > {scripts.TEST_LOG_PATH} 2>&1",
-            timeout_s=self.config.eval_timeout_s,
-        )
+        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda),
+                                 timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
-        log = (await sandbox.get_file(scripts.TEST_LOG_PATH)).decode("utf-8", "replace")
-        result.test_log += log
+        c = upstream.constants()
+        output = run.stdout + run.stderr
+        result.test_log += (f"+ : '{c.START_TEST_OUTPUT}'\n{output}\n+ : '{c.END_TEST_OUTPUT}'\n"
+                            f"{TEST_EXIT_CODE}: {run.exit_code}\n")
         if run.timed_out:
-            result.test_log += (f"\n{upstream.constants().TESTS_TIMEOUT}: "
+            result.test_log += (f"\n{c.TESTS_TIMEOUT}: "
                                 f"{self.config.eval_timeout_s:g} seconds exceeded\n")
             result.error = f"tests timed out after {self.config.eval_timeout_s:g} s"
             return
-        grade = grade_log(result.test_log, instance.FAIL_TO_PASS, instance.PASS_TO_PASS,
-                          spec.parser(), SimpleNamespace(instance_id=instance.instance_id,
-                                                         repo=instance.repo, version=instance.version))
+        grade = grade_output(output, run.exit_code, instance.FAIL_TO_PASS, instance.PASS_TO_PASS,
+                             spec.parser(), SimpleNamespace(instance_id=instance.instance_id,
+                                                            repo=instance.repo,
+                                                            version=instance.version))
         if not grade.graded:
             result.error = f"test log not gradable: {grade.error}"
             return

@@ -1,23 +1,29 @@
 """Finds or makes the image an instance's agent and grader run in.
 
-Order, per instance: (1) an image already here (gymfleet's own for the repo+version, or the
-official SWE-bench one); (2) the official prebuilt image, pulled when a registry answers;
-(3) a build from the instance's spec (:mod:`gymfleet.envs.swe.specs`): ``images/swe`` (Python
-3.11, git) + the repository at ``/testbed`` + the spec's pre-install, packages and install.
-Built images are tagged ``gymfleet/swe.<owner>__<name>:<version>-<hash>`` and shared by every
-instance of that repo and version; the hash covers the build inputs, so an unchanged spec
-costs one API call. Concurrent requests for one image build it once.
+Order, per instance: (1) the official SWE-bench image when it is here, or pulled when a registry
+answers; (2) gymfleet's instance image, built when missing in three layers (see
+:mod:`gymfleet.envs.swe.image_scripts`): the parent of the spec's Python
+(:mod:`gymfleet.envs.swe.pythons`: ``images/swe*``, content-hash tags, built once), an env image
+per (repo, version, Python) with the spec's environment installed by pip
+(:mod:`gymfleet.envs.swe.environment`), and the instance image at the base commit.
+
+What can refuse an instance (a Python no source carries, a conda-only spec) refuses before any
+clone or build. Tags carry a hash of their inputs, so an unchanged instance costs a few API
+calls; concurrent requests for one image build it once. A failed build raises
+:class:`~gymfleet.envs.swe.errors.ImageBuildFailedError` naming the step and the package, with
+the whole build log.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
+import json
+import re
 import socket
-import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,24 +34,29 @@ from pydantic import BaseModel
 
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.images import ensure_image
-from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.errors import ProvisionError, UnsupportedPythonError
+from gymfleet.envs.swe import image_scripts as scripts
+from gymfleet.envs.swe.environment import EnvPlan, ReadFile, plan_environment
+from gymfleet.envs.swe.errors import ProvisionError
+from gymfleet.envs.swe.image_build import build_layer
 from gymfleet.envs.swe.instances import SWEInstance
+from gymfleet.envs.swe.pythons import PYTHON_IMAGES, Fallback, PythonChoice, choose_python
 from gymfleet.envs.swe.repos import RepoSource
 from gymfleet.envs.swe.specs import RepoSpec
 
-REPO_DIR = "/testbed"
+REPO_DIR = scripts.REPO_DIR
 LABEL_SPEC = "gymfleet.swe.spec"
-_LOG_TAIL_LINES = 40
+LABEL_INSTANCE = "gymfleet.swe.instance"
+INSTANCE_IMAGE_REPO = "gymfleet/swe-instance"
 
 
 class SWEImagesConfig(BaseModel):
     """How SWE images are found and built."""
 
-    parent_image: str = "swe"
-    """Name of the folder under ``images/`` that every built SWE image starts FROM."""
-    image_python: str = "3.11"
-    """The Python version of the parent image; a spec asking for another cannot be built."""
+    python_images: dict[str, str] = dict(PYTHON_IMAGES)
+    """Python minor version -> folder under ``images/`` of the parent carrying it."""
+    python_fallback: Fallback = "none"
+    """``nearest``: run a spec whose Python is not reachable on the nearest newer one that is
+    (recorded as ``python_fallback`` in report.json); ``none``: refuse it before any clone."""
     try_official: bool = True
     """Use the official prebuilt SWE-bench image when it is here or a registry answers."""
     official_namespace: str = "swebench"
@@ -63,15 +74,21 @@ class ImageRef:
     Attributes:
         tag: the image reference.
         origin: ``local`` (already here), ``official`` (pulled) or ``built``.
-        layout: ``gymfleet`` (venv on PATH, repo at /testbed, not yet at the base commit) or
-            ``swebench`` (official: conda env ``testbed``, repo already at the base commit).
+        layout: ``gymfleet`` (venv on PATH, repo at /testbed at the instance's start commit)
+            or ``swebench`` (official: conda env ``testbed``, repo at the base commit).
         seconds: time spent finding, pulling or building it.
+        python_fallback: ``"3.8->3.9"`` when the spec's Python was replaced, else None.
+        translated: what of a conda spec was translated to pip.
+        build_log: the build logs of the layers this call built (empty when none was built).
     """
 
     tag: str
     origin: Literal["local", "official", "built"]
     layout: Literal["gymfleet", "swebench"]
     seconds: float
+    python_fallback: str | None = None
+    translated: tuple[str, ...] = ()
+    build_log: str = ""
 
 
 def official_image(instance_id: str, namespace: str = "swebench") -> str:
@@ -82,12 +99,8 @@ def official_image(instance_id: str, namespace: str = "swebench") -> str:
 class ImageProvider:
     """Finds, pulls or builds SWE images. Thread-safe; one build per image at a time."""
 
-    def __init__(
-        self,
-        repos: RepoSource,
-        config: SWEImagesConfig | None = None,
-        client: docker.DockerClient | None = None,
-    ) -> None:
+    def __init__(self, repos: RepoSource, config: SWEImagesConfig | None = None,
+                 client: docker.DockerClient | None = None) -> None:
         self.repos = repos
         self.config = config or SWEImagesConfig()
         self._client = client
@@ -112,47 +125,80 @@ class ImageProvider:
                 ) from exc
         return self._client
 
-    def ensure(self, instance: SWEInstance, spec: RepoSpec) -> ImageRef:
-        """An image for ``instance``, found, pulled or built (in that order).
+    def check(self, instance: SWEInstance, spec: RepoSpec) -> PythonChoice:
+        """What can be decided without Docker or a clone: the Python, and that the conda part
+        of the spec translates (where the mirror can be read in place).
 
         Raises:
-            UnsupportedPythonError: the build would need a Python the parent image lacks.
+            UnsupportedPythonError: the spec's Python is not reachable.
+            CondaOnlySpecError: the spec needs conda-only packages.
+        """
+        choice = choose_python(spec.python, self.config.python_fallback,
+                               self.config.python_images)
+        plan_environment(spec, self._reader(instance))
+        return choice
+
+    def ensure(self, instance: SWEInstance, spec: RepoSpec) -> ImageRef:
+        """An image for ``instance``: the official one when here or pullable, else gymfleet's
+        instance image, built (with its env image) when missing.
+
+        Raises:
+            UnsupportedPythonError: the spec's Python is not reachable (before any clone).
+            CondaOnlySpecError: the spec needs conda packages pip cannot replace.
             RepoNotFoundError: the repository is not in the mirror and cannot be cloned.
-            ProvisionError: the build failed (the message ends with the build log's tail).
+            ImageBuildFailedError: a build step failed (step, package, whole log).
+            ProvisionError: Docker failed otherwise.
         """
         start = time.monotonic()
         official = official_image(instance.instance_id, self.config.official_namespace)
         if self.config.try_official and self._exists(official):
             return ImageRef(official, "local", "swebench", time.monotonic() - start)
-        self._check_python(spec)
-        parent = self._parent_tag()
-        tag = self.tag_for(spec, parent)
+        choice = self.check(instance, spec)
+        plan = plan_environment(spec, self._reader(instance))
+        parent = self._parent_tag(choice)
+        env_tag = self.env_tag(spec, choice, parent, plan)
+        tag = self.instance_tag(instance, spec, env_tag)
+        logs: list[str] = []
         with self._lock(tag):
-            if self._exists(tag):
-                return ImageRef(tag, "local", "gymfleet", time.monotonic() - start)
-            if self.config.try_official and self._pull(official):
-                return ImageRef(official, "official", "swebench", time.monotonic() - start)
-            self._build_env_image(instance, spec, parent, tag)
-        return ImageRef(tag, "built", "gymfleet", time.monotonic() - start)
+            if not self._exists(tag):
+                if self.config.try_official and self._pull(official):
+                    return ImageRef(official, "official", "swebench", time.monotonic() - start)
+                with self._lock(env_tag):
+                    if not self._exists(env_tag):
+                        logs.append(self._build_env_image(instance, spec, parent, env_tag, plan))
+                logs.append(build_layer(self.client(), tag, {
+                    "Dockerfile": scripts.instance_dockerfile(env_tag).encode(),
+                    "setup_instance.sh": scripts.setup_instance_script(
+                        spec, instance.base_commit).encode(),
+                }, {LABEL_INSTANCE: instance.instance_id, LABEL_SPEC: env_tag}))
+        return ImageRef(tag, "built" if logs else "local", "gymfleet", time.monotonic() - start,
+                        choice.fallback, tuple(plan.translated), "\n".join(logs))
 
-    def tag_for(self, spec: RepoSpec, parent: str) -> str:
-        """The tag of the (repo, version) image built FROM ``parent``."""
-        digest = hashlib.sha256(
-            (self._parent_id(parent) + spec.model_dump_json()).encode()
-        ).hexdigest()[:12]
+    def env_tag(self, spec: RepoSpec, choice: PythonChoice, parent: str, plan: EnvPlan) -> str:
+        """The tag of the (repo, version, Python) env image built FROM ``parent``."""
+        digest = _digest(self._parent_id(parent), spec.build_fields(), choice.version,
+                         scripts.setup_env_script(spec, plan), plan.requirements_file,
+                         scripts.env_dockerfile(parent))
         name = spec.repo.replace("/", "__").lower()
         version = "".join(c if c.isalnum() or c in "._-" else "-" for c in spec.version)
-        return f"gymfleet/swe.{name}:{version}-{digest}"
+        return f"gymfleet/swe.{name}:{version}-py{choice.version}-{digest}"
 
-    def _check_python(self, spec: RepoSpec) -> None:
-        if spec.python != self.config.image_python:
-            raise UnsupportedPythonError(
-                f"{spec.repo} {spec.version} needs Python {spec.python} but SWE images are built "
-                f"from images/{self.config.parent_image} (Python {self.config.image_python}) and "
-                "another Python cannot be installed offline: pull the official SWE-bench image "
-                "(needs a registry), or give the repo a spec with "
-                f"python: '{self.config.image_python}' in a --spec-table file"
-            )
+    def instance_tag(self, instance: SWEInstance, spec: RepoSpec, env_tag: str) -> str:
+        """The tag of the instance image built FROM ``env_tag``."""
+        digest = _digest(env_tag, scripts.setup_instance_script(spec, instance.base_commit))
+        name = re.sub(r"[^a-z0-9_.-]", "-", instance.instance_id.lower())
+        return f"{INSTANCE_IMAGE_REPO}.{name}:{digest}"
+
+    def _reader(self, instance: SWEInstance) -> ReadFile | None:
+        """Reads repository files at the setup commit from the mirror in place, or None when
+        the source is a bundle or a URL (file-based specs are then planned after the clone)."""
+        try:
+            source = self.repos.locate(instance.repo)
+        except ProvisionError:
+            return None
+        if source.endswith(".bundle") or "://" in source:
+            return None
+        return lambda path: self.repos.read_file(instance.repo, instance.setup_commit, path)
 
     def _lock(self, tag: str) -> threading.Lock:
         with self._guard:
@@ -189,100 +235,37 @@ class ImageProvider:
         except docker.errors.APIError:  # not published, or the registry refused
             return False
 
-    def _parent_tag(self) -> str:
-        """Builds ``images/<parent_image>`` (and its parents) when missing; returns its tag."""
+    def _parent_tag(self, choice: PythonChoice) -> str:
+        """Builds the parent of ``choice`` (and its parents) when missing; returns its tag."""
         try:
-            return ensure_image(self.config.parent_image)
+            return ensure_image(choice.image)
         except ImageBuildError as exc:
-            raise ProvisionError(f"cannot build images/{self.config.parent_image}: {exc}") from exc
+            raise ProvisionError(f"cannot build images/{choice.image} (Python {choice.version}): "
+                                 f"{exc}") from exc
 
-    def _build_env_image(self, instance: SWEInstance, spec: RepoSpec, parent: str, tag: str) -> None:
+    def _build_env_image(self, instance: SWEInstance, spec: RepoSpec, parent: str, tag: str,
+                         plan: EnvPlan) -> str:
         with tempfile.TemporaryDirectory(prefix="gymfleet-swe-") as tmp:
             repo_dir = Path(tmp) / "repo"
             self.repos.clone(instance.repo, repo_dir, instance.setup_commit)
+            if self._reader(instance) is None:  # a bundle: the files can be read only now
+                plan = plan_environment(spec, _local_reader(repo_dir))
             files: dict[str, bytes | Path] = {
-                "Dockerfile": env_dockerfile(parent).encode(),
-                "setup_env.sh": setup_env_script(spec, instance, repo_dir).encode(),
+                "Dockerfile": scripts.env_dockerfile(parent).encode(),
+                "setup_env.sh": scripts.setup_env_script(spec, plan).encode(),
+                "requirements.txt": plan.requirements_file.encode(),
                 "repo": repo_dir,
             }
-            self._build(tag, files, {LABEL_SPEC: f"{spec.repo}@{spec.version}"})
-
-    def _build(self, tag: str, files: dict[str, bytes | Path], labels: dict[str, str]) -> None:
-        context = _tar_context(files)
-        tail: list[str] = []
-        try:
-            for chunk in self.client().api.build(
-                fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                decode=True, labels=labels,
-            ):
-                if "stream" in chunk:
-                    tail = (tail + chunk["stream"].splitlines())[-_LOG_TAIL_LINES:]
-                if "error" in chunk:
-                    raise ProvisionError(
-                        f"building {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail)
-                    )
-        except docker.errors.APIError as exc:
-            raise ProvisionError(f"building {tag} failed: {exc}\n" + "\n".join(tail)) from exc
+            return build_layer(self.client(), tag, files, {LABEL_SPEC: f"{spec.repo}@{spec.version}"})
 
 
-def env_dockerfile(parent: str) -> str:
-    """The Dockerfile of a (repo, version) image."""
-    return (
-        f"FROM {parent}\n"
-        f"COPY repo {REPO_DIR}\n"
-        "COPY setup_env.sh /root/setup_env.sh\n"
-        f"WORKDIR {REPO_DIR}\n"
-        "RUN bash /root/setup_env.sh\n"
-    )
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def setup_env_script(spec: RepoSpec, instance: SWEInstance, repo_dir: Path) -> str:
-    """The build script: swebench's environment steps for the spec, without conda.
+def _local_reader(repo_dir: Path) -> Callable[[str], str | None]:
+    def read(path: str) -> str | None:
+        file = repo_dir / path
+        return file.read_text(errors="replace") if file.is_file() else None
 
-    ``packages: requirements.txt`` installs the repo's requirements file (read from the
-    mirror at the setup commit, where swebench downloads it from GitHub).
-
-    Raises:
-        UnsupportedPythonError: the spec needs a conda ``environment.yml``.
-    """
-    lines = ["#!/bin/bash", "set -euxo pipefail", f"cd {REPO_DIR}", *spec.pre_install]
-    if spec.packages == "requirements.txt":
-        paths = upstream.constants().MAP_REPO_TO_REQS_PATHS.get(spec.repo, ["requirements.txt"])
-        found = [p for p in paths if (repo_dir / p).exists()]
-        lines += [f"python -m pip install -r {p}" for p in found[:1]]
-    elif spec.packages == "environment.yml":
-        raise UnsupportedPythonError(
-            f"{spec.repo} {spec.version} is specified by a conda environment.yml, which SWE "
-            "images (pip, no conda) cannot install offline: use the official SWE-bench image"
-        )
-    elif spec.packages:
-        lines.append(f"python -m pip install {spec.packages}")
-    if spec.pip_packages:
-        lines.append("python -m pip install " + " ".join(f"'{p}'" for p in spec.pip_packages))
-    if spec.install:
-        lines.append(spec.install)
-    # what the install left untracked stays out of every diff an agent submits
-    lines.append("git status --porcelain --untracked-files=all | sed -n 's/^?? //p' "
-                 ">> .git/info/exclude")
-    return "\n".join(lines) + "\n"
-
-
-def _tar_context(files: dict[str, bytes | Path]) -> io.BytesIO:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            if isinstance(data, Path):
-                tar.add(str(data), arcname=name)
-            else:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mode = 0o644
-                tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    return buf
-
-
-def image_info(client: Any, tag: str) -> dict[str, Any]:
-    """Size (MB) and id of an image, for reports and benchmarks."""
-    image = client.images.get(tag)
-    return {"tag": tag, "id": image.id, "size_mb": round(image.attrs.get("Size", 0) / 1e6, 1)}
+    return read

@@ -2,11 +2,14 @@
 
 Any dataset with SWE-bench's schema is a source (SWE-bench Lite/Verified, SWE-Gym, SWE-smith
 style sets, the fixtures shipped in ``fixtures/``). Rows come from a JSON array, JSON Lines, a
-parquet file, or a dataset name loaded through ``datasets`` (needs a reachable hub).
+parquet file, a CSV file with a header row (the list columns JSON-encoded, as published), or a
+dataset name loaded through ``datasets`` (needs a reachable hub).
 """
 
 from __future__ import annotations
 
+import csv
+import difflib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -108,7 +111,9 @@ def load_instances(
         try:
             instances.append(SWEInstance.model_validate(row))
         except (ValidationError, json.JSONDecodeError) as exc:
-            raise InstanceLoadError(f"{source}: row {n} is not a SWE-bench instance: {exc}") from exc
+            first = str(exc).splitlines()
+            why = "; ".join(first[1:3]) if len(first) > 2 else first[0]
+            raise InstanceLoadError(f"{source}: row {n} is not a SWE-bench instance ({why})") from exc
     return select(instances, instance_ids, str(source))
 
 
@@ -123,7 +128,9 @@ def select(instances: list[SWEInstance], ids: Sequence[str], source: str = "") -
     known = {i.instance_id for i in instances}
     missing = [i for i in ids if i not in known]
     if missing:
-        raise InstanceLoadError(f"{source}: unknown instance ids {missing}; known: {sorted(known)}")
+        close = sorted({m for i in missing for m in difflib.get_close_matches(i, known, n=5)})
+        hint = f"close matches: {', '.join(close)}" if close else f"{len(known)} instances known"
+        raise InstanceLoadError(f"{source}: unknown instance ids {missing}; {hint}")
     wanted = set(ids)
     return [i for i in instances if i.instance_id in wanted]
 
@@ -132,7 +139,7 @@ def _read_rows(source: str | Path, split: str) -> Iterable[dict[str, Any]]:
     if str(source) == FIXTURES_NAME:
         source = FIXTURE_INSTANCES
     path = Path(source)
-    if path.suffix in {".json", ".jsonl", ".parquet"} or path.exists():
+    if path.suffix in {".json", ".jsonl", ".parquet", ".csv"} or path.exists():
         if not path.is_file():
             raise InstanceLoadError(f"dataset file {path} does not exist")
         return _read_file(path)
@@ -145,13 +152,16 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
             import pyarrow.parquet as pq
 
             return pq.read_table(path).to_pylist()
+        if path.suffix == ".csv":
+            with path.open(newline="") as f:
+                return list(csv.DictReader(f))
         text = path.read_text()
         if path.suffix == ".json" or text.lstrip().startswith("["):
             data = json.loads(text)
             return data if isinstance(data, list) else [data]
         return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise InstanceLoadError(f"cannot read {path}: {exc}") from exc
+    except (OSError, ValueError, csv.Error) as exc:
+        raise InstanceLoadError(f"cannot read {path}: {str(exc).splitlines()[0][:200]}") from exc
 
 
 def _load_hub_dataset(name: str, split: str) -> list[dict[str, Any]]:

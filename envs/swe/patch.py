@@ -1,10 +1,14 @@
-"""The shell scripts that run inside a SWE sandbox: reset to the base commit, take the agent's
-diff, apply a patch, and run the tests the way SWE-bench's ``eval.sh`` does.
+"""The shell scripts that run inside a SWE sandbox: take the agent's diff, apply a patch, and
+run the tests the way SWE-bench's ``eval.sh`` does.
 
-The eval script is swebench 4.1.0's ``make_eval_script_list_py`` without conda (the gymfleet
-images have a venv on PATH; official images get ``conda activate testbed`` back), plus the
-test command's exit status recorded after the end marker (swebench 5.x
-``record_test_exit_code``), which grading uses to reject logs of crashed runs.
+:func:`eval_script_lines` is swebench 4.1.0's ``make_eval_script_list_py`` for the spec (test
+files reset to the base commit, the test patch applied, the spec's ``install`` re-run, the same
+test command and directives), without conda for gymfleet images (a venv is on PATH; official
+images keep ``conda activate testbed``); a test pins it line for line against swebench's own
+function over every spec of SWE-bench Lite. The harness runs it in two commands: everything
+before the start marker (:func:`eval_setup_script`), then the test command alone
+(:func:`test_run_script`), whose output and exit status the harness takes from the sandbox's
+exec, a channel the code under test cannot write; it writes the markers itself.
 """
 
 from __future__ import annotations
@@ -13,14 +17,14 @@ import shlex
 from pathlib import PurePosixPath
 
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.grading import TEST_EXIT_CODE
+from gymfleet.envs.swe.image_scripts import START_COMMIT_FILE
 from gymfleet.envs.swe.instances import SWEInstance
 from gymfleet.envs.swe.specs import RepoSpec
 
 REPO_DIR = "/testbed"
 PATCH_PATH = "/tmp/gymfleet_patch.diff"
 EVAL_SCRIPT_PATH = "/tmp/gymfleet_eval.sh"
-TEST_LOG_PATH = "/tmp/gymfleet_test_output.txt"
+_DELIMITER = "EOF_114329324912"  # swebench's heredoc delimiter
 # swebench's order (run_evaluation.GIT_APPLY_CMDS): strict, with rejects, then fuzzy patch(1)
 APPLY_COMMANDS = (
     "git apply --verbose",
@@ -31,27 +35,10 @@ _CONDA = ("source /opt/miniconda3/bin/activate", "conda activate testbed")
 _TEST_DIRS = {"test", "tests", "testing"}
 
 
-def setup_script(base_commit: str, hide_future: bool = True) -> str:
-    """Puts ``/testbed`` at ``base_commit`` with a clean tree.
-
-    With ``hide_future``, every ref is deleted and unreachable objects pruned, so the agent
-    cannot find the fix in the history (the image holds the whole mirror).
-    """
-    lines = [
-        "set -euo pipefail",
-        f"cd {REPO_DIR}",
-        f"git -c advice.detachedHead=false checkout -q -f {base_commit}",
-        "git clean -fdq",
-    ]
-    if hide_future:
-        lines += [
-            "git for-each-ref --format='%(refname)' | while read -r ref; do "
-            'git update-ref -d "$ref"; done',
-            "git checkout -q -b main",
-            "git reflog expire --expire=now --all",
-            "git gc -q --prune=now",
-        ]
-    return "\n".join(lines) + "\n"
+def start_commit_command(base_commit: str) -> str:
+    """Shell that prints the commit an agent's diff is taken against: the instance image's
+    start commit (base commit plus the install's changes), else ``base_commit``."""
+    return f"cat {START_COMMIT_FILE} 2>/dev/null || echo {base_commit}"
 
 
 def is_test_file(path: str, test_files: set[str]) -> bool:
@@ -69,14 +56,17 @@ def is_test_file(path: str, test_files: set[str]) -> bool:
 
 
 def changed_files_command(base_commit: str) -> str:
-    """Lists (NUL-separated) every file changed since ``base_commit``, untracked ones included."""
-    return f"cd {REPO_DIR} && git add -A && git diff --cached --name-only -z {base_commit}"
+    """Lists (NUL-separated) every file changed since the start commit (see
+    :func:`start_commit_command`), untracked ones included."""
+    start = start_commit_command(base_commit)
+    return f"cd {REPO_DIR} && git add -A && git diff --cached --name-only -z $({start})"
 
 
 def diff_command(base_commit: str, paths: list[str]) -> str:
-    """The diff of ``paths`` against ``base_commit`` (run after :func:`changed_files_command`)."""
+    """The diff of ``paths`` against the start commit (run after :func:`changed_files_command`)."""
     quoted = " ".join(shlex.quote(p) for p in paths)
-    return f"cd {REPO_DIR} && git diff --cached --binary {base_commit} -- {quoted}"
+    start = start_commit_command(base_commit)
+    return f"cd {REPO_DIR} && git diff --cached --binary $({start}) -- {quoted}"
 
 
 def apply_script() -> str:
@@ -94,33 +84,44 @@ def apply_script() -> str:
     return "\n".join([f"cd {REPO_DIR}", *attempts, f"echo '{c.APPLY_PATCH_FAIL}'", "exit 1"]) + "\n"
 
 
-def eval_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> str:
-    """The test run: reset the test files, apply the test patch, run the tests between
-    swebench's markers, record the exit status, restore the test files."""
+def eval_script_lines(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> list[str]:
+    """swebench's ``make_eval_script_list_py`` for ``spec`` (conda lines only when ``conda``)."""
     c = upstream.constants()
     test_files = upstream.modified_files(instance.test_patch)
-    reset_tests = (
-        f"git checkout {instance.base_commit} {' '.join(shlex.quote(f) for f in test_files)}"
-        if test_files else ":"
-    )
-    delimiter = "EOF_GYMFLEET_114329324912"
-    while delimiter in instance.test_patch:
-        delimiter += "_"
-    lines = [
-        "#!/bin/bash",
-        "set -uxo pipefail",
-        *(_CONDA if conda else ()),
+    reset_tests = f"git checkout {instance.base_commit} {' '.join(test_files)}"
+    activate = list(_CONDA) if conda else []
+    return [
+        *activate,
         f"cd {REPO_DIR}",
         *spec.eval_commands,
+        f"git config --global --add safe.directory {REPO_DIR}",
+        f"cd {REPO_DIR}",
         "git status",
+        "git show",
         f"git -c core.fileMode=false diff {instance.base_commit}",
+        *activate,
+        *([spec.install] if spec.install else []),
         reset_tests,
-        f"git apply -v - <<'{delimiter}'\n{instance.test_patch}\n{delimiter}",
+        f"git apply -v - <<'{_DELIMITER}'\n{instance.test_patch}\n{_DELIMITER}",
         f": '{c.START_TEST_OUTPUT}'",
         spec.test_command(instance.row()),
-        "gymfleet_rc=$?",
         f": '{c.END_TEST_OUTPUT}'",
-        f"echo '{TEST_EXIT_CODE}: '$gymfleet_rc",
         reset_tests,
     ]
-    return "\n".join(lines) + "\n"
+
+
+def eval_setup_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> str:
+    """The eval script up to the start marker: reset test files, re-run the install, apply the
+    test patch. Its exit status is the test patch's ``git apply`` (the last command)."""
+    lines = eval_script_lines(instance, spec, conda)
+    start = lines.index(f": '{upstream.constants().START_TEST_OUTPUT}'")
+    return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines[:start]]) + "\n"
+
+
+def test_run_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> str:
+    """The test command alone (after the conda activation and the spec's ``eval_commands``),
+    last, so that the exit status is the command's (passed in memory with ``bash -c``, so the
+    code under test cannot rewrite what runs after it)."""
+    activate = list(_CONDA) if conda else []
+    return "\n".join(["set -u", *activate, f"cd {REPO_DIR}", *spec.eval_commands,
+                      f"{spec.test_command(instance.row())} 2>&1"]) + "\n"

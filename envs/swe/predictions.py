@@ -84,3 +84,47 @@ def _json_line(number: int, line: str) -> Any:
         return json.loads(line)
     except ValueError as exc:
         raise ValueError(f"line {number} is not JSON ({exc})") from exc
+
+
+SWE_ENV_ID = "gymfleet/SWE-v0"
+
+
+def predictions_from_trajectories(trajectories: Sequence[Any], run_id: str,
+                                  every: bool = False) -> list[Prediction]:
+    """A run's ``gymfleet/SWE-v0`` patches as SWE-bench predictions.
+
+    Args:
+        trajectories: the run's trajectories (``orchestrator.records.Trajectory``: ``env_id``,
+            ``instance_id``, ``reward``, ``rollout_id`` and ``metrics["patch"]``, the diff the
+            env graded).
+        run_id: names the model: ``gymfleet/<run_id>``.
+        every: all patches, each with a distinct model name ``gymfleet/<run_id>@<rollout_id>``;
+            otherwise one per instance, the best-rewarded (the latest among equals).
+
+    Returns:
+        Predictions in instance order of first appearance; trajectories without a patch (the
+        episode never submitted) are left out.
+    """
+    best: dict[str, tuple[float, int, Prediction]] = {}
+    out: list[Prediction] = []
+    for n, traj in enumerate(trajectories):
+        patch = (traj.metrics or {}).get("patch")
+        if traj.env_id != SWE_ENV_ID or patch is None:
+            continue
+        if every:
+            out.append(Prediction(instance_id=traj.instance_id, model_patch=patch,
+                                  model_name_or_path=f"gymfleet/{run_id}@{traj.rollout_id}"))
+            continue
+        pred = Prediction(instance_id=traj.instance_id, model_patch=patch,
+                          model_name_or_path=f"gymfleet/{run_id}")
+        seen = best.get(traj.instance_id)
+        if seen is None or (traj.reward, n) >= seen[:2]:
+            best[traj.instance_id] = (float(traj.reward), n, pred)
+    return out if every else [p for _, _, p in best.values()]
+
+
+def write_predictions(predictions: Sequence[Prediction], path: Path) -> int:
+    """Writes SWE-bench predictions JSONL; returns how many."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(p.model_dump_json() + "\n" for p in predictions))
+    return len(predictions)

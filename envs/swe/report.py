@@ -2,8 +2,9 @@
 
 Per instance, under ``<output>/logs/run_evaluation/<run_id>/<model>/<instance_id>/``:
 ``patch.diff`` (the prediction), ``test_output.txt`` (patch application and test log),
-``report.json`` (swebench's per-instance report) and ``run_instance.log`` (what happened,
-errors included). The run summary ``<output>/<model>.<run_id>.json`` has swebench's fields
+``report.json`` (swebench's per-instance report), ``run_instance.log`` (what happened,
+errors included) and, when this run built (or failed to build) an image, ``build_image.log``
+(the whole build log). The run summary ``<output>/<model>.<run_id>.json`` has swebench's fields
 (``resolved_ids``, ``unresolved_ids``, ``error_ids``, ``empty_patch_ids`` ...).
 
 An instance is finished when its ``report.json`` exists; an errored instance writes none (as in
@@ -71,6 +72,8 @@ def write_instance(layout: RunLayout, result: InstanceResult) -> Path:
              "timings_s " + json.dumps({k: round(v, 2) for k, v in result.timings_s.items()})]
     lines.append(f"error: {result.error}" if result.error else f"resolved: {result.resolved}")
     (folder / "run_instance.log").write_text("\n".join(lines) + "\n")
+    if result.build_log:
+        (folder / "build_image.log").write_text(result.build_log)
     report = folder / "report.json"
     if result.error is None:
         tmp = report.with_suffix(".json.tmp")

@@ -2,7 +2,8 @@
 
 A mirror (``--repo-mirror DIR``) serves machines with no GitHub. For ``owner/name`` it may hold
 any of ``owner__name.bundle`` (a ``git bundle``), ``owner__name.git`` / ``owner__name`` (bare or
-working repositories), or ``owner/name.git`` / ``owner/name``. Without a match, and when
+working repositories, shallow ones included), ``owner/name.git`` / ``owner/name``, or
+``owner+name/repo`` (the layout of a directory of fetched snapshots). Without a match, and when
 ``allow_clone`` is set, the repository is cloned from ``https://github.com/owner/name.git``.
 """
 
@@ -45,6 +46,7 @@ class RepoSource:
                 mirror / f"{owner}__{name}",
                 mirror / owner / f"{name}.git",
                 mirror / owner / name,
+                mirror / f"{owner}+{name}" / "repo",
             ):
                 if candidate.exists():
                     return str(candidate)
@@ -75,3 +77,22 @@ class RepoSource:
                 raise RepoNotFoundError(
                     f"`{' '.join(args)}` failed ({source}): {out.stderr.strip()[-500:]}"
                 )
+
+    def read_file(self, repo: str, commit: str, path: str) -> str | None:
+        """A file of ``repo`` at ``commit`` read from the mirror without cloning (``git show``),
+        or None when the mirror has no such file (or the source is a bundle or a URL)."""
+        try:
+            source = self.locate(repo)
+        except RepoNotFoundError:
+            return None
+        if source.endswith(".bundle") or "://" in source:
+            return None
+        out = subprocess.run(["git", "--git-dir", _git_dir(source), "show", f"{commit}:{path}"],
+                             capture_output=True, timeout=60)
+        return out.stdout.decode("utf-8", "replace") if out.returncode == 0 else None
+
+
+def _git_dir(source: str) -> str:
+    """The git directory of a bare or working repository."""
+    dot_git = Path(source) / ".git"
+    return str(dot_git) if dot_git.exists() else source

@@ -1,10 +1,13 @@
-"""Install-and-test specs of (repo, version): swebench's table first, then gymfleet's.
+"""Install-and-test specs of (repo, version): the user's tables, then swebench's, then gymfleet's.
 
 A spec says which Python a repository version needs, what to install before and how to
 install it, and how to run its tests. swebench 4.1.0 carries one for every repository of
 SWE-bench (``MAP_REPO_VERSION_TO_SPECS``); repositories it does not know (the fixtures, a
 SWE-Gym or SWE-smith style dataset of other projects) use gymfleet's table of the same shape
-(``fixtures/specs.yaml``, or YAML files passed as ``extra_tables``), plus ``log_parser``.
+(``fixtures/specs.yaml``), plus ``log_parser``. Tables passed as ``extra_tables``
+(``--spec-table``) come first: an entry there overrides swebench's for the same repo and version,
+field by field (so a user can move a repo version onto another Python, or pin a package that
+drifted, without copying the rest; ``fixtures/drift.yaml`` is such a table).
 """
 
 from __future__ import annotations
@@ -77,6 +80,15 @@ class RepoSpec(BaseModel):
             )
         return found
 
+    def build_fields(self) -> dict[str, Any]:
+        """The fields an environment image depends on (not the test command or parser, and not
+        ``python``: the image tag carries the Python actually used), so that a spec differing
+        only in how tests run shares its image."""
+        data = self.model_dump()
+        for name in ("source", "test_cmd", "eval_commands", "log_parser", "version", "python"):
+            data.pop(name, None)
+        return data
+
     def test_directives(self, row: dict[str, Any]) -> list[str]:
         """Test files (Django: modules) the test command runs, from the row's test patch."""
         return upstream.test_directives(row)
@@ -89,23 +101,43 @@ class RepoSpec(BaseModel):
 def load_spec(repo: str, version: str, extra_tables: Sequence[Path] = ()) -> RepoSpec:
     """The spec of ``repo`` at ``version``.
 
+    Lookup order: ``extra_tables`` (in order), swebench's table, gymfleet's fixture table.
+
     Raises:
         SpecNotFoundError: no table knows (repo, version); the message lists the versions
-            that are known for the repo.
+            that are known for the repo. Also for an unreadable table file.
     """
     known: list[str] = []
     table = upstream.repo_specs(repo)
+    for path in extra_tables:
+        entries = _table_entries(path, repo)
+        if version in entries:
+            # an entry overrides swebench's field by field (a whole entry replaces it)
+            base = dict(table[version]) if table is not None and version in table else {}
+            return RepoSpec(repo=repo, version=version, source=str(path),
+                            **{**base, **entries[version]})
+        known += list(entries)
     if table is not None:
         if version in table:
             return RepoSpec(repo=repo, version=version, source="swebench", **table[version])
         known += list(table)
-    for path in (*extra_tables, GYMFLEET_SPECS):
-        entries = (yaml.safe_load(Path(path).read_text()) or {}).get(repo, {})
-        if version in entries:
-            return RepoSpec(repo=repo, version=version, source=str(path), **entries[version])
-        known += list(entries)
+    entries = _table_entries(GYMFLEET_SPECS, repo)
+    if version in entries:
+        return RepoSpec(repo=repo, version=version, source=str(GYMFLEET_SPECS), **entries[version])
+    known += list(entries)
     hint = f"known versions: {', '.join(known)}" if known else "the repository is unknown"
     raise SpecNotFoundError(
         f"no install/test spec for {repo} {version} ({hint}); add one to a spec table "
         f"shaped like {GYMFLEET_SPECS.name} and pass it with --spec-table"
     )
+
+
+def _table_entries(path: Path, repo: str) -> dict[str, Any]:
+    """The versions of ``repo`` in one YAML spec table (keys as strings)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecNotFoundError(f"cannot read spec table {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecNotFoundError(f"spec table {path} is not a mapping of repo -> version -> spec")
+    return {str(k): v for k, v in (data.get(repo) or {}).items()}

@@ -149,13 +149,15 @@ class _Job:
         return self.proc.exitcode
 
 
-async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool | None = None) -> JobOutcome:
+async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool | None = None,
+                progress_every_s: float | None = None) -> JobOutcome:
     """Runs a training job until its budget is spent (or the learner dies) and writes its report.
 
     Args:
         cfg: the training run.
         console: where messages and progress go (default stderr).
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
+        progress_every_s: seconds between plain progress lines (default 10).
 
     A run that started but cannot go on (a GymfleetError: every replica refuses the new adapter,
     the store fails) still writes its report, with ``run_status: failed`` and ``error`` saying why.
@@ -192,6 +194,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
 async def _run(job: _Job, cfg: TrainConfig, console: Console, live: bool | None) -> tuple[int | None, Any]:
     """The job's run proper; returns the learner's exit code and what the scheduler ended with."""
     exitcode = None
+    ended: RunOutcome | BaseException | None = None
     async with open_run(cfg.run, console=console, on_stop=job.request_stop) as run:
         job.started = True
         job.timeline.left_out = run.left_out
@@ -203,7 +206,7 @@ async def _run(job: _Job, cfg: TrainConfig, console: Console, live: bool | None)
         runner = asyncio.create_task(scheduler.run(), name="scheduler")
         sampler = asyncio.create_task(job.sample_idle(scheduler), name="idle-sampler")
         try:
-            with run.progress(live, extra=lambda: f"learner step {job.learner_step}"):
+            with run.progress(live, extra=lambda: f"learner step {job.learner_step}", interval_s=progress_every_s):
                 if cfg.mode == "sync":
                     await job.drive_sync(gateway, scheduler, runner)
                 else:

@@ -29,6 +29,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field
 
+from gymfleet.core.records import Generation, SamplingParams
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.errors import (
     AdapterError,
@@ -39,8 +41,6 @@ from gymfleet.orchestrator.engines.errors import (
     RequestError,
     UnknownAdapterError,
 )
-from gymfleet.core.records import Generation, SamplingParams
-from gymfleet.core.strict import StrictModel
 
 SESSION_HEADER = "X-Gymfleet-Session"
 """Carries the routing key; vLLM ignores it (its prefix cache needs no key), gymfleet serve uses it."""

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gymfleet.orchestrator.store.bulk import BulkItem, apply_batch
+from gymfleet.orchestrator.store.engine import summarise_db_error
 from gymfleet.orchestrator.store.errors import StoreClosedError, StoreWriteError
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class BatchWriter:
                 for op in ops:
                     self._settle(op, False, exc)
                 return
-            log.warning("store batch of %d failed to commit (%s); writing one by one", len(ops), one_line(exc))
+            log.warning("store batch of %d failed to commit (%s); writing one by one", len(ops), summarise_db_error(exc))
             for op in ops:
                 await self._write_one(op)
             return
@@ -164,17 +165,17 @@ class BatchWriter:
             op.done.set_result(value)
             return
         self.n_failed += 1
-        error = StoreWriteError(f"{op.label}: {type(value).__name__}: {value}")
+        error = StoreWriteError(f"{op.label}: {summarise_db_error(value)}")
         error.__cause__ = value
         if self.fatal is None and store_is_full(value):
             self.fatal = StoreWriteError(
-                f"the store cannot write any more ({one_line(value)}): free space on its disk (or make "
+                f"the store cannot write any more ({summarise_db_error(value)}): free space on its disk (or make "
                 "it writable), then run the same command again: what it wrote is kept and the run "
                 "resumes")
             self.fatal.__cause__ = value
             log.info("%s", self.fatal)  # raised to the caller (the scheduler stops the run)
         elif self.fatal is None:  # after a fatal one, every write fails the same way: said once
-            log.error("store write %s failed: %s", op.label, value)
+            log.error("store write failed: %s", error)
         op.done.set_exception(error)
 
 
@@ -187,11 +188,6 @@ def store_is_full(exc: BaseException) -> bool:
     disk is full", PostgreSQL's DiskFull, a read-only file), not that one write was bad."""
     text = f"{type(exc).__name__} {exc}".lower()
     return any(word in text for word in _FULL)
-
-
-def one_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (SQLAlchemy appends background links and SQL)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.errors import AdapterError, ReplicaServerError, UnknownAdapterError
-from gymfleet.core.records import Generation, SamplingParams
 
 
 class FakeEngine:

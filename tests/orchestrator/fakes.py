@@ -15,9 +15,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from gymfleet.core.records import Message, SamplingParams, Trajectory
 from gymfleet.envs.errors import SandboxDamagedError, SandboxStartError
 from gymfleet.orchestrator.engines.errors import AdapterPublishError
-from gymfleet.core.records import Message, SamplingParams, Trajectory
 from tests.fakes import EchoEnv
 
 Reply = Callable[[list[Message]], str]

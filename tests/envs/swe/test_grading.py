@@ -139,9 +139,13 @@ def test_markers_of_failed_runs_make_the_log_ungradable() -> None:
     assert not grade.graded and "markers" in (grade.error or "")
 
 
-def test_missing_fail_to_pass_test_is_a_failure_and_xfail_passes() -> None:
-    text = log("XFAIL t.py::test_x - reason", "PASSED t.py::test_y")
-    grade = grade_log(text, ["t.py::test_x", "t.py::test_gone"], ["t.py::test_y"], pytest_parser())
+def test_missing_fail_to_pass_test_is_a_failure_and_only_passed_counts() -> None:
+    text = log("XFAIL t.py::test_x - reason", "PASSED t.py::test_y", "PASSED t.py::test_z")
+    f2p = ["t.py::test_x", "t.py::test_gone", "t.py::test_z"]
+    # swebench 4.1.0 counts an XFAIL fail-to-pass test as a success
+    assert upstream_resolved({"t.py::test_x": "XFAIL", "t.py::test_y": "PASSED"},
+                             ["t.py::test_x"], ["t.py::test_y"])
+    grade = grade_log(text, f2p, ["t.py::test_y"], pytest_parser())
     assert grade.resolution == "RESOLVED_PARTIAL"
-    assert grade.tests_status.FAIL_TO_PASS == {"success": ["t.py::test_x"],
-                                               "failure": ["t.py::test_gone"]}
+    assert grade.tests_status.FAIL_TO_PASS == {"success": ["t.py::test_z"],
+                                               "failure": ["t.py::test_x", "t.py::test_gone"]}

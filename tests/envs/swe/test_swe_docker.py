@@ -77,7 +77,8 @@ def test_second_run_redoes_nothing(gold_run, harness: SWEHarness) -> None:  # ty
 def test_empty_patches_resolve_nothing_and_fail_every_fail_to_pass_test(
     harness: SWEHarness, tmp_path: Path
 ) -> None:
-    config = EvalConfig(predictions="empty", run_id="empty", output_dir=tmp_path, max_workers=4)
+    config = EvalConfig(predictions="empty", run_id="empty", output_dir=tmp_path, max_workers=4,
+                        run_empty_patches=True)
     summary, layout = asyncio.run(evaluate(config, harness=harness))
     assert summary.resolved_ids == [] and summary.error_ids == []
     assert len(summary.empty_patch_ids) == summary.total_instances
@@ -92,9 +93,9 @@ def test_bad_patch_timeout_and_unbuildable_image_are_instance_errors(
 ) -> None:
     instances = load_instances("fixtures")
     semver = [i for i in instances if i.repo == "python-semver/python-semver"]
-    # a row of a real SWE-bench repo whose spec asks for Python 3.9 (not installable offline)
-    foreign = semver[0].model_copy(update={"instance_id": "psf__requests-2317",
-                                           "repo": "psf/requests", "version": "2.4"})
+    # a row of a real SWE-bench repo whose spec asks for Python 3.6 (not reachable offline)
+    foreign = semver[0].model_copy(update={"instance_id": "django__django-11099",
+                                           "repo": "django/django", "version": "3.0"})
     dataset = tmp_path / "d.jsonl"
     dataset.write_text("\n".join(json.dumps(i.row()) for i in [*semver, foreign]) + "\n")
     preds = tmp_path / "p.jsonl"
@@ -102,7 +103,7 @@ def test_bad_patch_timeout_and_unbuildable_image_are_instance_errors(
     wrong_line = semver[2].patch.replace('(token or "rc")', '(token or "pre")', 1)
     assert wrong_line != semver[2].patch
     patches = {semver[0].instance_id: mangled, semver[1].instance_id: SLEEPY_PATCH,
-               semver[2].instance_id: wrong_line, "psf__requests-2317": semver[0].patch}
+               semver[2].instance_id: wrong_line, "django__django-11099": semver[0].patch}
     preds.write_text("\n".join(json.dumps({"instance_id": k, "model_name_or_path": "m",
                                            "model_patch": v}) for k, v in patches.items()))
     quick = SWEHarness(harness.config.model_copy(update={"eval_timeout_s": 20}))
@@ -114,7 +115,7 @@ def test_bad_patch_timeout_and_unbuildable_image_are_instance_errors(
     assert summary.errors[semver[0].instance_id].startswith("patch did not apply")
     assert summary.errors[semver[2].instance_id].startswith("patch did not apply")
     assert summary.errors[semver[1].instance_id] == "tests timed out after 20 s"
-    assert "needs Python 3.9" in summary.errors["psf__requests-2317"]
+    assert "asks for Python 3.6" in summary.errors["django__django-11099"]
     assert ">>>>> Tests Timed Out" in (layout.instance_dir(semver[1].instance_id)
                                       / "test_output.txt").read_text()
     assert not list(layout.run_dir.glob("*/report.json"))
