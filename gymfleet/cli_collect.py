@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.core.errors import GymfleetError
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.loop import run_loop
 from gymfleet.orchestrator.store.engine import display_url

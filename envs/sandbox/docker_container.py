@@ -154,7 +154,7 @@ def image_has_files(client: docker.DockerClient, image: str, folder: str) -> boo
     probe = client.api.create_container(image, command=["true"], network_disabled=True)["Id"]
     try:
         stream, _ = client.api.get_archive(probe, folder.rstrip("/") + "/.")
-        with tarfile.open(fileobj=_Chunks(stream), mode="r|") as tar:
+        with tarfile.open(fileobj=_Chunks(stream), mode="r|") as tar:  # type: ignore[call-overload]
             return sum(1 for _, _ in zip(tar, range(2), strict=False)) > 1  # the folder, then a file
     except docker.errors.NotFound:
         return False

@@ -75,8 +75,9 @@ class Agent:
         if self.nproc:
             limit = self.nproc + (NPROC_RESERVE if self.limit_in_child else 0)
             resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
-        for path in config.get("chown", []):  # its tmpfs workdir, made by bubblewrap as root
-            os.chown(path, uid, uid)
+        if uid is not None:
+            for path in config.get("chown", []):  # its tmpfs workdir, made by bubblewrap as root
+                os.chown(path, int(uid), int(uid))
         data_bytes = int(config.get("data_bytes", 0))
         if data_bytes:
             resource.setrlimit(resource.RLIMIT_DATA, (data_bytes, data_bytes))

@@ -173,7 +173,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     job = _Job(cfg, console)
     exitcode, ended, failure = None, None, None
     try:
-        exitcode, ended = await _run(job, cfg, console, live)
+        exitcode, ended = await _run(job, cfg, console, live, progress_every_s)
     except GymfleetError as exc:  # the run cannot go on (replicas refuse every adapter...): say why
         if not job.started:  # nothing ran (a bad store URL, no task can run): nothing to report
             raise
@@ -191,7 +191,8 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     return JobOutcome(path, exitcode, report)
 
 
-async def _run(job: _Job, cfg: TrainConfig, console: Console, live: bool | None) -> tuple[int | None, Any]:
+async def _run(job: _Job, cfg: TrainConfig, console: Console, live: bool | None,
+               progress_every_s: float | None) -> tuple[int | None, Any]:
     """The job's run proper; returns the learner's exit code and what the scheduler ended with."""
     exitcode = None
     ended: RunOutcome | BaseException | None = None
