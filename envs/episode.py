@@ -7,6 +7,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymfleet.envs.base import AgentEnv, Policy
+from gymfleet.envs.errors import SandboxDamagedError
+
+
+async def end_damaged(env: AgentEnv, why: str) -> tuple[float, dict[str, Any]]:
+    """Ends an episode whose sandbox the policy damaged (``SandboxDamagedError`` out of a step):
+    the env grades what is left (``end_async``); a sandbox too broken to grade earns 0.
+
+    Returns:
+        ``(reward, info)``, ``info["damaged"]`` saying why.
+    """
+    try:
+        reward, info = await env.end_async(f"the policy damaged its sandbox: {why}")
+    except SandboxDamagedError as exc:
+        reward, info = 0.0, {"grading_error": f"the sandbox could not be graded: {exc}"}
+    return float(reward), {**info, "damaged": why}
 
 
 @dataclass
@@ -47,6 +62,9 @@ async def run_episode(
 
     The env is not closed: the caller owns it (so that one env serves many episodes).
 
+    A step that raises :class:`SandboxDamagedError` (the policy broke its own sandbox) ends the
+    episode, terminated, graded on what is left (:func:`end_damaged`).
+
     Returns:
         The :class:`Episode`; ``reward`` is the sum of step rewards.
     """
@@ -57,7 +75,11 @@ async def run_episode(
     for _ in range(max_turns):
         t0 = time.monotonic()
         action = await policy.act(obs)
-        obs, reward, terminated, truncated, info = await env.step_async(action)
+        try:
+            obs, reward, terminated, truncated, info = await env.step_async(action)
+        except SandboxDamagedError as exc:  # the policy broke its sandbox: graded as it is left
+            obs, reward, info = f"The episode is over: {exc}", *await end_damaged(env, str(exc))
+            terminated, truncated = True, False
         episode.turns.append(Turn(action, obs, float(reward), time.monotonic() - t0))
         episode.reward += float(reward)
         if terminated or truncated:

@@ -8,13 +8,20 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)
     │   ├── SandboxStartError         a sandbox did not start (image missing, limits refused)
     │   ├── SandboxClosedError        the sandbox was used after close()
-    │   └── SandboxFileError          put_file / get_file failed (path missing, not a file)
+    │   ├── SandboxFileError          put_file / get_file failed (path missing, not a file)
+    │   └── SandboxLostError          removed, stopped or restarted from outside mid-command
+    ├── SandboxDamagedError           the policy broke its own sandbox (NOT infrastructure)
     ├── ImageBuildError               `gymfleet images build` failed
     ├── UnknownEnvError               an env id that is not registered (lists the known ids)
     ├── EnvCheckError                 an env breaks the contract (`check_env`; says what to fix)
     └── TaskError                     a task folder or instance is malformed
 
 A malformed *action* is never an exception: the env answers it with an observation.
+
+Damage inside the sandbox is the policy's, damage from outside is infrastructure (see
+``docs/sandbox.md``): ``SandboxDamagedError`` (the agent's own commands left the sandbox
+unable to run commands, or filled its disk) ends the episode as the policy's failure and is
+graded; every ``SandboxError`` is an infrastructure failure, retried and never trained on.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ GymfleetEnvError = EnvError
 """Base class of every error raised by gymfleet.envs (the env boundary's root)."""
 
 __all__ = [
-    "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxError", "SandboxFileError",
-    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError", "EnvCheckError",
+    "EnvCheckError", "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
+    "SandboxError", "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError",
+    "TaskError", "UnknownEnvError",
 ]
 
 
@@ -44,6 +52,18 @@ class SandboxClosedError(SandboxError):
 
 class SandboxFileError(SandboxError):
     """A file could not be copied into or out of the sandbox."""
+
+
+class SandboxLostError(SandboxError):
+    """The sandbox went away from outside while in use: its container was removed, stopped or
+    restarted (an operator, the reaper, the daemon, the host's OOM killer). The command that was
+    running is reported lost, never run again behind the caller's back."""
+
+
+class SandboxDamagedError(GymfleetEnvError):
+    """The commands run in the sandbox broke it: it can no longer start a command (``rm -rf /``
+    removed bash) or its writable space is full for the env's own files. The policy's failure,
+    not infrastructure: the episode ends and is graded on what is left (normally 0)."""
 
 
 class ImageBuildError(GymfleetEnvError):

@@ -15,6 +15,8 @@ Episode flow::
     step:   submit -> grade() ;  bash block -> command() ;  other word -> word() ;  else malformed()
             turn limit or over_budget() -> grade() (truncated)
     end_async(reason) -> grade() (truncated) ;  grade() is followed by the sandbox's release
+    a command that finds the sandbox broken by the policy (SandboxDamagedError) -> grade()
+            (terminated, info["damaged"]) ;  a grade() that finds it so -> reward 0
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gymfleet.envs.actions import Command, Word, bash_block, parse_fenced_action
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
+from gymfleet.envs.errors import SandboxDamagedError
 from gymfleet.envs.resources import EnvResources, ResourcesConfig, SandboxLease
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
@@ -255,11 +258,15 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         parsed = parse_fenced_action(action, (SUBMIT, *self.words), self.format_help)
         if isinstance(parsed, Word) and parsed.word == SUBMIT:
             return await self._finish(ep, self.submitted_note, info, truncated=False)
-        if isinstance(parsed, Command):
-            observation = await self.command(ep, parsed.script, info)
-        elif isinstance(parsed, Word):
-            observation = await self.word(ep, parsed.word, info)
-        else:
+        try:
+            if isinstance(parsed, Command):
+                observation = await self.command(ep, parsed.script, info)
+            elif isinstance(parsed, Word):
+                observation = await self.word(ep, parsed.word, info)
+        except SandboxDamagedError as exc:  # the policy broke its sandbox: the episode ends, graded
+            info["damaged"] = str(exc)
+            return await self._finish(ep, f"The sandbox can no longer run commands: {exc}", info, truncated=False)
+        if not isinstance(parsed, Command | Word):
             info["malformed"] = parsed.reason
             observation = self.malformed(ep, parsed.reason)
         limit = self.max_turns(ep)
@@ -303,6 +310,9 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         try:
             graded = await self.grade(ep, why)
             failed = False
+        except SandboxDamagedError as exc:  # too damaged (by the policy) to grade: 0
+            graded = Graded(0.0, f"{why}\n\nNothing could be graded: {exc}",
+                            {"grading_error": f"the sandbox could not be graded: {exc}"})
         finally:
             ep.done = True
             await ep.lease.release(discard=failed)

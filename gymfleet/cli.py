@@ -1,4 +1,8 @@
-"""The `gymfleet` command line: one typer app, each command group in its own module."""
+"""The `gymfleet` command line: one typer app, each command group in its own module.
+
+Errors a user can cause (any GymfleetError, a disk that is full or read-only) are handled once,
+for every command, by :class:`gymfleet.cli_errors.GymfleetGroup`: one line, exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import typer
 
 from gymfleet.cli_collect import collect_command
 from gymfleet.cli_envs import envs_app, rollout
+from gymfleet.cli_errors import GymfleetGroup
 from gymfleet.cli_eval import eval_app
 from gymfleet.cli_runs import runs_app
 from gymfleet.cli_serve import serve
@@ -13,7 +18,7 @@ from gymfleet.cli_images import images_app
 from gymfleet.cli_sandbox import sandbox_app
 from gymfleet.cli_train import train_command
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = typer.Typer(cls=GymfleetGroup, no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
 app.add_typer(envs_app, name="envs")
 app.command("rollout")(rollout)
 app.command("collect")(collect_command)

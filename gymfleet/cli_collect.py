@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.core.errors import GymfleetError
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.loop import run_loop
+from gymfleet.orchestrator.store.engine import display_url
 from gymfleet.run.collection import collect
 from gymfleet.run.display import PLAIN_INTERVAL_S
 
@@ -39,17 +39,13 @@ def collect_command(
     if store:
         overrides.append(f"store={store}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = load_run_config(config, overrides)
-        outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
-                                   live=progress and console.is_terminal, progress_every_s=progress_every))
-    except GymfleetError as exc:  # a config, store, sandbox or policy that cannot be used: one line
-        console.print(Text("error: ", style="red") + Text(str(exc)))
-        raise typer.Exit(2) from exc
+    cfg = load_run_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
+                               live=progress and console.is_terminal, progress_every_s=progress_every))
     console.print(
         f"run {outcome.run_id}: {outcome.status.value}, {outcome.completed} rollouts this start "
         f"{outcome.by_status}; requeued {outcome.n_requeued} (of which {outcome.n_aborted_on_restart} "
-        f"were in flight at the last stop); store {cfg.store}",
+        f"were in flight at the last stop); store {display_url(cfg.store)}",
         markup=False, highlight=False,
     )
     for message in outcome.quarantined.values():

@@ -33,7 +33,10 @@ def gc(
         if not backend.available():
             console.print(f"{name}: not available here, skipped", style="dim")
             continue
-        removed = asyncio.run(backend.gc(run_id=run_id, expired_only=not all_))
-        console.print(f"{name}: removed {removed} sandbox(es)")
+        # a backend may sweep orphans and expired sandboxes of every run when it is made (local)
+        at_start = int(getattr(backend, "swept_at_start", 0))
+        removed = at_start + asyncio.run(backend.gc(run_id=run_id, expired_only=not all_))
+        detail = f" ({at_start} orphaned or expired, of any run, in the start-up sweep)" if at_start else ""
+        console.print(f"{name}: removed {removed} sandbox(es){detail}")
         total += removed
     console.print(f"[bold]removed {total}[/]")

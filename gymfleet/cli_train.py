@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.core.errors import GymfleetError
 from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
@@ -33,13 +32,9 @@ def train_command(
     from gymfleet.run.job import train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cfg = load_train_config(config, list(set_ or []))
-        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
-                                    progress_every_s=progress_every))
-    except (GymfleetError, ValueError) as exc:  # a config, store, sandbox or policy that cannot be used: one line
-        console.print(Text("error: ", style="red") + Text(str(exc)))
-        raise typer.Exit(2) from exc
+    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
+                                progress_every_s=progress_every))
     r = outcome.report
     console.print(
         f"run {r['run_id']} ({r['mode']}): {r['run_status']}, {r['n_steps']} learner steps this start (last step {r['last_step']}), "

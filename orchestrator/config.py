@@ -180,13 +180,19 @@ class RunConfig(StrictModel):
             raise ValueError(f"task names must be unique, repeated: {dupes}; set `name:` on each")
         if not any(t.weight > 0 for t in self.tasks):
             raise ValueError("at least one task needs weight > 0")
-        self.store = self.store.format(run_id=self.run_id)
-        self.metrics_path = self.metrics_path.format(run_id=self.run_id)
+        self.store = fill_run_id(self.store, self.run_id)
+        self.metrics_path = fill_run_id(self.metrics_path, self.run_id)
         return self
 
     def task(self, name: str) -> TaskConfig:
         """The task called ``name``."""
         return next(t for t in self.tasks if t.name == name)
+
+
+def fill_run_id(template: str, run_id: str) -> str:
+    """``template`` with ``{run_id}`` replaced; any other brace is the user's text, kept as is
+    (``str.format`` would take a password or path holding ``{`` for a field)."""
+    return template.replace("{run_id}", run_id)
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:
@@ -227,7 +233,9 @@ def read_config_document(path: str | Path, overrides: list[str] | None, what: st
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not text (byte {exc.start} is not UTF-8): give a YAML file") from exc
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc}") from exc
     if not isinstance(data, dict):

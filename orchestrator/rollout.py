@@ -7,14 +7,21 @@ time limit. Every failure is classified here, at the boundary (docs/design.md, f
 what happened                          status
 =====================================  ==============
 env terminated the episode             ok
+policy damaged its own sandbox         ok (graded as left, reason says so)
 env truncated it, turn or time limit   truncated
 PolicyError from the gateway           policy_error
 ContextLengthError (context full)      truncated
-sandbox failure (SandboxError)         infra_error
+sandbox failure (SandboxError)         infra_error  (from outside: daemon, operator, reaper)
 engine failure (any gateway error)     infra_error
 any other env exception (an env bug)   env_error
 cancelled (shutdown)                   aborted
 =====================================  ==============
+
+Damage inside the sandbox is the policy's, damage from outside is infrastructure
+(docs/sandbox.md): a :class:`SandboxDamagedError` out of a step (``rm -rf /`` took bash, the
+agent filled its disk) ends the episode there, graded on what is left by ``end_async`` (normally
+0), with status ok and the damage as the reason, so that it reaches the loss; a
+:class:`SandboxError` (the container removed mid-command, the daemon gone) is ``infra_error``.
 
 The env is always closed (its sandbox released), whatever happened.
 """
@@ -30,7 +37,8 @@ from typing import Any
 
 from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.envs.base import AgentEnv
-from gymfleet.envs.errors import SandboxError
+from gymfleet.envs.episode import end_damaged
+from gymfleet.envs.errors import SandboxDamagedError, SandboxError
 from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
@@ -159,19 +167,26 @@ class Rollout:
                 return done
         return await self._cut(f"reached max_turns={req.max_turns} without the episode ending")
 
-    async def _cut(self, reason: str) -> tuple[RolloutStatus, str]:
-        """Ends the episode early: the env grades the state as it stands (``AgentEnv.end_async``)."""
+    async def _cut(self, reason: str, damage: SandboxDamagedError | None = None) -> tuple[RolloutStatus, str]:
+        """Ends the episode early: the env grades the state as it stands (``AgentEnv.end_async``).
+        Cut by a limit it is truncated; ended by ``damage`` the policy did, ok (terminated), graded
+        on what is left; a sandbox too damaged to grade earns 0."""
         assert self.env is not None
         t0 = time.monotonic()
         try:
-            reward, info = await self.env.end_async(reason)
+            if damage is not None:
+                reward, info = await end_damaged(self.env, str(damage))
+            else:
+                reward, info = await self.env.end_async(reason)
+        except SandboxDamagedError as exc:
+            reward, info = 0.0, {"grading_error": f"the sandbox could not be graded: {exc}"}
         except Exception as exc:
             raise classify_env_error(exc, "end") from exc
         finally:
             self.timings["env_s"] += time.monotonic() - t0
         self.reward += float(reward)
         self.info.update(info)
-        return RolloutStatus.truncated, reason
+        return (RolloutStatus.truncated if damage is None else RolloutStatus.ok), reason
 
     async def _turn(self) -> tuple[RolloutStatus, str] | None:
         assert self.session is not None and self.env is not None
@@ -184,19 +199,27 @@ class Rollout:
             self.timings["generation_s"] += time.monotonic() - t0
         t1 = time.monotonic()
         self.messages.append(Message("assistant", action))
+        damage: SandboxDamagedError | None = None
         try:
             obs, reward, terminated, truncated, info = await self.env.step_async(action)
+        except SandboxDamagedError as exc:  # the policy's doing: the episode ends, graded
+            damage = exc
         except Exception as exc:
             raise classify_env_error(exc, f"step {self.n_turns}") from exc
         finally:
             self.timings["env_s"] += time.monotonic() - t1
+        if damage is not None:
+            self.n_turns += 1
+            return await self._cut(f"the policy damaged its sandbox at turn {self.n_turns - 1}: {damage}", damage)
         self.n_turns += 1
         self.reward += float(reward)
         self.info = dict(info)
         self.messages.append(Message("user", obs))
         self.session.add_message("user", obs)
-        if terminated:
-            return RolloutStatus.ok, ""
+        if terminated:  # an env that ended on the policy's damage itself says so in info
+            damaged = info.get("damaged")
+            return RolloutStatus.ok, (f"the policy damaged its sandbox at turn {self.n_turns - 1}: {damaged}"
+                                      if damaged else "")
         if truncated:
             return RolloutStatus.truncated, f"env truncated the episode after {self.n_turns} turns"
         return None

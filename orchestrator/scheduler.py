@@ -88,6 +88,8 @@ class Scheduler:
         self._abort = asyncio.Event()
         self._stopping = False
         self._budget_spent = False
+        self._fatal: Exception | None = None
+        """What made the run stop at once (a store or metrics file that cannot be written)."""
         self.group_budget: int | None = None
         """Groups still to start (lock-step training hands out one step's worth at a time);
         None: unbounded. Samples of groups already started are admitted regardless."""
@@ -136,7 +138,13 @@ class Scheduler:
     # ---- the run ---------------------------------------------------------------------
 
     async def run(self) -> RunOutcome:
-        """Resumes or starts the run and drives it until all work is done or a stop is requested."""
+        """Resumes or starts the run and drives it until all work is done or a stop is requested.
+
+        Raises:
+            StoreWriteError: the store cannot take any more writes (disk full, read-only); the
+                run stopped at once, what was written is kept, rerunning resumes.
+            OSError: the metrics file could not be written (same).
+        """
         cfg = self.config
         resume = await self.store.start_run(cfg.run_id, cfg.model_dump(mode="json"))
         requeued: dict[str, list[SampleRef]] = {t.name: [] for t in cfg.tasks}
@@ -153,6 +161,11 @@ class Scheduler:
             await self._drain()
         finally:
             ticker.cancel()
+        await self.store.flush()  # a store that filled up may only say so now
+        if self._fatal is None and self.store.fatal_error is not None:
+            self._fatal = self.store.fatal_error
+        if self._fatal is not None:  # the disk is full: what was written stays, a rerun resumes
+            raise self._fatal
         status = self._final_status()
         await self.store.set_run_status(cfg.run_id, status)
         outcome = RunOutcome(
@@ -265,6 +278,8 @@ class Scheduler:
         retry = status is RolloutStatus.infra_error and work.may_retry(sample) and not self._stopping
         final = status is not RolloutStatus.aborted and not retry
         self.store.add(traj, sample_id=sample.sample_id, task=work.name, final=final)
+        if self.store.fatal_error is not None:
+            self._stop_on(self.store.fatal_error)
         self.stats.finished(work.name, traj)
         if status is RolloutStatus.infra_error:
             work.consecutive_infra += 1
@@ -333,5 +348,21 @@ class Scheduler:
             self._event("weights", weights=weights, auto_mix=fresh.auto_mix.model_dump())
 
     def _event(self, event: str, **payload: object) -> None:
-        if self.metrics is not None:
+        if self.metrics is None or self._fatal is not None:
+            return
+        try:
             self.metrics.write(event, {**self.stats.snapshot(), **payload})
+        except OSError as exc:  # the metrics file's disk is full or read-only: stop, keep what was stored
+            self._stop_on(exc if exc.filename else OSError(exc.errno, exc.strerror, str(self.config.metrics_path)))
+
+    def _stop_on(self, error: Exception) -> None:
+        """Stops the run at once because ``error`` makes every further result unrecordable;
+        :meth:`run` raises it once in-flight rollouts are aborted."""
+        if self._fatal is not None:
+            return
+        self._fatal = error
+        log.info("stopping the run at once, in-flight rollouts aborted: %s", error)
+        self._stopping = True
+        self._abort.set()  # what is in flight could not be recorded either
+        self.stats.paused = "stopping"
+        self._wake.set()

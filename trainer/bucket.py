@@ -2,28 +2,38 @@
 
 Layout (docs/design.md, AdapterBucket)::
 
-    <bucket>/<run_id>/adapters/v000012/   PEFT files + learner_state.pt + meta.json + COMMITTED
+    <bucket>/<run_id>/adapters/v000012/   PEFT files + learner_state.safetensors + meta.json + COMMITTED
     <bucket>/<run_id>/adapters/LATEST     "12"
 
 A version is written under a temporary name, renamed into place, and only counts once its
 ``COMMITTED`` marker exists (object stores have no atomic directory rename, so the marker,
-written last, is the commit). ``LATEST`` is rewritten after the commit; readers that find it
-missing or pointing at an uncommitted version fall back to the newest committed one.
+written last, is the commit). ``meta.json`` lists every file with its size and SHA-256.
+
+The newest committed version that reads back is the latest: ``LATEST`` (rewritten after each
+commit) is a hint for people and tools, and a stale one (a crash between the commit and its
+update) loses to a newer committed version. A committed version whose files do not read back
+(bad ``meta.json``, a file of the wrong size, or of the wrong bytes once fetched) is skipped with
+a warning for the previous one; nothing is ever deleted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import re
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import fsspec
 
-from gymfleet.trainer.errors import BucketError
+from gymfleet.trainer.errors import BucketCorruptError, BucketError
+
+log = logging.getLogger(__name__)
 
 COMMITTED = "COMMITTED"
 LATEST = "LATEST"
@@ -103,7 +113,9 @@ class AdapterBucket:
             remote = f"{tmp}/{path.relative_to(local_dir).as_posix()}"
             self.fs.makedirs(remote.rsplit("/", 1)[0], exist_ok=True)
             self.fs.put_file(str(path), remote)
-        meta = {**meta, "version": version, "published_at": time.time()}
+        manifest = {path.relative_to(local_dir).as_posix(): {"size": path.stat().st_size, "sha256": _sha256(path)}
+                    for path in files if path.relative_to(local_dir).as_posix() != META}
+        meta = {**meta, "version": version, "published_at": time.time(), "files": manifest}
         with self.fs.open(f"{tmp}/{META}", "w") as f:
             json.dump(meta, f, indent=2, default=str)
         if self.fs.exists(final):  # a half-written earlier attempt: never committed, safe to drop
@@ -122,38 +134,78 @@ class AdapterBucket:
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         return path if protocol in {"file", "local"} else f"{protocol}://{path}"
 
-    def versions(self) -> list[int]:
-        """Every committed version, ascending."""
+    def _names_newest_first(self) -> list[tuple[int, str]]:
         found = []
         for entry in self.fs.ls(self.root, detail=False):
             match = _VERSION_RE.match(entry.rstrip("/").rsplit("/", 1)[-1])
-            if match and self.fs.exists(f"{entry}/{COMMITTED}"):
-                found.append(int(match.group(1)))
-        return sorted(found)
+            if match:
+                found.append((int(match.group(1)), entry.rstrip("/")))
+        return sorted(found, reverse=True)
+
+    def versions(self) -> list[int]:
+        """Every committed version, ascending."""
+        return sorted(v for v, entry in self._names_newest_first() if self.fs.exists(f"{entry}/{COMMITTED}"))
 
     def get(self, version: int) -> PublishedAdapter:
-        """The committed ``version``.
+        """The committed ``version``, its files checked against its manifest (sizes).
 
         Raises:
             BucketError: missing or not committed.
+            BucketCorruptError: committed, but its meta.json or a file does not read back.
         """
         path = self._path(version_name(version))
         if not self.fs.exists(f"{path}/{COMMITTED}"):
             raise BucketError(f"adapter {version_name(version)} of run {self.run_id} is not committed in {self.root}")
-        with self.fs.open(f"{path}/{META}", "r") as f:
-            meta = json.load(f)
+        try:
+            with self.fs.open(f"{path}/{META}", "r") as f:
+                meta = json.load(f)
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise BucketCorruptError(f"{path}/{META} does not read back: {exc}") from exc
+        for name, entry in dict(meta.get("files") or {}).items():
+            try:
+                size = int(self.fs.info(f"{path}/{name}")["size"])
+            except (OSError, KeyError) as exc:
+                raise BucketCorruptError(f"{path}/{name} is listed in its manifest but missing: {exc}") from exc
+            if size != int(entry["size"]):
+                raise BucketCorruptError(f"{path}/{name} has {size} bytes, its manifest says {entry['size']} (truncated?)")
         return PublishedAdapter(version, self._url(path), meta)
 
+    def committed_newest_first(self) -> Iterator[PublishedAdapter]:
+        """Every committed version that reads back, newest first; each one skipped is logged
+        (WARNING) and left in place."""
+        for version, entry in self._names_newest_first():
+            if not self.fs.exists(f"{entry}/{COMMITTED}"):
+                continue
+            try:
+                yield self.get(version)
+            except BucketCorruptError as exc:
+                log.warning("skipping adapter %s of run %s: %s (left in place)", version_name(version), self.run_id, exc)
+
     def latest(self) -> PublishedAdapter | None:
-        """The version LATEST names, else the newest committed one; None when nothing is published."""
+        """The newest committed version that reads back (whatever ``LATEST`` says); None when
+        nothing usable is published."""
+        adapter = next(self.committed_newest_first(), None)
+        if adapter is not None and self._hint() not in (adapter.version, None):
+            log.warning("LATEST of run %s names v%s, but v%s is the newest committed version: using it",
+                        self.run_id, self._hint(), adapter.version)
+        return adapter
+
+    def _hint(self) -> int | None:
         try:
-            return self.get(int(self.fs.cat_file(self._path(LATEST)).decode().strip()))
-        except (FileNotFoundError, ValueError, BucketError):
-            versions = self.versions()
-            return self.get(versions[-1]) if versions else None
+            return int(self.fs.cat_file(self._path(LATEST)).decode().strip())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def fetch(self, version: int, local_dir: Path) -> Path:
-        """Copies the committed ``version`` into ``local_dir/v000012`` and returns that folder."""
+        """Copies the committed ``version`` into ``local_dir/v000012``, checks every file against
+        its manifest (size and SHA-256), and returns that folder.
+
+        Raises:
+            BucketError: the version is missing or not committed.
+            BucketCorruptError: a file does not match its manifest (the bucket's copy is kept).
+        """
         adapter = self.get(version)
         dest = Path(local_dir) / version_name(version)
         src = self._path(version_name(version))
@@ -161,5 +213,19 @@ class AdapterBucket:
             target = dest / remote[len(src) + 1 :]
             target.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(remote, str(target))
-        del adapter  # get() above checked the version is committed
+        for name, entry in dict(adapter.meta.get("files") or {}).items():
+            try:
+                intact = _sha256(dest / name) == entry["sha256"]
+            except OSError:
+                intact = False
+            if not intact:
+                raise BucketCorruptError(f"{src}/{name} does not match the SHA-256 of its manifest")
         return dest
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -5,14 +5,21 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
 
     TrainError                  = gymfleet.core.errors.TrainError
     └── BucketError             a bucket URL cannot be used, or a version is missing or incomplete
+        └── BucketCorruptError  a committed version whose files do not read back (skipped, kept)
 """
 
 from __future__ import annotations
 
 from gymfleet.core.errors import TrainError
 
-__all__ = ["BucketError", "TrainError"]
+__all__ = ["BucketCorruptError", "BucketError", "TrainError"]
 
 
 class BucketError(TrainError):
     """A bucket URL cannot be used, or a version is missing or incomplete."""
+
+
+class BucketCorruptError(BucketError):
+    """A committed version whose files do not read back: bad ``meta.json``, a file shorter or
+    other than its manifest says, an unreadable learner state. Readers skip it (with a warning)
+    for the previous committed version; nothing is deleted."""

@@ -28,11 +28,12 @@ from gymfleet.core.sampling import token_logprobs
 from gymfleet.core.strict import StrictModel
 from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate, repair_groups
 from gymfleet.trainer.bucket import AdapterBucket
+from gymfleet.trainer.errors import BucketError
+from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_learner_state
 from gymfleet.trainer.loss import LossConfig, policy_loss
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "learner_state.pt"
 
 
 class LearnerConfig(StrictModel):
@@ -179,23 +180,43 @@ class Learner:
         return LossConfig(self.config.eps_low, self.config.eps_high)
 
     async def resume(self) -> bool:
-        """Loads the newest committed adapter, optimiser state and step from the bucket, and
-        acknowledges the groups that version consumed. Returns False when nothing is published."""
+        """Loads the newest committed adapter that reads back, its optimiser state and step, and
+        acknowledges the groups that version consumed. A version that does not load (truncated
+        weights, bad meta, an optimiser state that is damaged, does not fit, or is an old pickle
+        holding more than tensors) is skipped with a warning for the previous one, and left in
+        the bucket. Returns False when nothing is published.
+
+        Raises:
+            BucketError: versions are published but none of them loads (the reasons listed).
+        """
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        latest = self.bucket.latest()
-        if latest is None:
-            return False
-        with tempfile.TemporaryDirectory() as tmp:
-            local = self.bucket.fetch(latest.version, Path(tmp))
-            set_peft_model_state_dict(self.model, load_file(str(local / "adapter_model.safetensors")))
-            state = torch.load(local / STATE_FILE, weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.version = int(state["step"]), latest.version
-        await self.source.ack_groups(list(latest.meta.get("consumed_group_ids", [])), self.claimer)
-        log.info("resumed from %s at step %d", latest.url, self.step)
-        return True
+        skipped: list[str] = []
+        for adapter in self.bucket.committed_newest_first():
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    local = self.bucket.fetch(adapter.version, Path(tmp))
+                    weights = load_file(str(local / "adapter_model.safetensors"))
+                    optimizer_state, step = load_learner_state(local)
+                check_fits(optimizer_state, self.optimizer)
+                set_peft_model_state_dict(self.model, weights)
+                self.optimizer.load_state_dict(optimizer_state)
+            except Exception as exc:  # safetensors, peft and torch raise their own for bad files
+                log.warning("not resuming from adapter v%d (%s); trying the previous committed version, "
+                            "the files stay in the bucket", adapter.version, exc)
+                skipped.append(f"v{adapter.version}: {exc}")
+                continue
+            self.step, self.version = step, adapter.version
+            await self.source.ack_groups(list(adapter.meta.get("consumed_group_ids", [])), self.claimer)
+            log.info("resumed from %s at step %d", adapter.url, self.step)
+            return True
+        committed = self.bucket.versions()
+        if committed:
+            raise BucketError(
+                f"none of the committed adapters {committed} of run {self.bucket.run_id} in {self.bucket.root} "
+                f"loads ({'; '.join(skipped) or 'see the warnings above'}): fix or move them, or start a new run id")
+        return False
 
     def train_on(self, groups: list[list[Trajectory]]) -> StepMetrics:
         """One optimiser step on already repaired groups. Returns its metrics."""
@@ -258,7 +279,7 @@ class Learner:
         version = self.version + 1
         with tempfile.TemporaryDirectory() as tmp:
             self.model.save_pretrained(tmp)
-            torch.save({"optimizer": self.optimizer.state_dict(), "step": self.step}, Path(tmp) / STATE_FILE)
+            save_learner_state(self.optimizer, self.step, Path(tmp))
             meta = {"step": self.step, "consumed_group_ids": list(self._pending),
                     "config": self.config.model_dump(mode="json")}
             self.bucket.publish(version, Path(tmp), meta)

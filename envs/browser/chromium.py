@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from gymfleet.envs.browser.errors import BrowserStartError
 from gymfleet.envs.errors import SandboxUnavailableError
-from gymfleet.envs.sandbox.base import LABEL_HOST, LABEL_OWNER_PID, SandboxLabels
+from gymfleet.envs.sandbox.base import SandboxLabels, owner_labels
 
 DEFAULT_ARGS = [
     "--no-sandbox",
@@ -236,7 +236,7 @@ class DockerChromium(_HostBase):
             detach=True,
             name=f"gymfleet-browser-{labels.run_id}-{labels.rollout_id}",
             labels=labels.as_dict()
-            | {LABEL_OWNER_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()},
+            | owner_labels(),
             ports={f"{CONTAINER_CDP_PORT}/tcp": ("127.0.0.1", None)},
             environment={"GYMFLEET_BROWSER_NETWORK": "1" if self.config.network else "0"},
             nano_cpus=int(self.config.cpus * 1e9),

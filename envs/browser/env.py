@@ -55,6 +55,10 @@ class BrowserEnvConfig(BaseModel):
     """Seconds Playwright waits for an element to become actionable."""
     start_timeout_s: float = Field(30.0, gt=0)
     """Seconds a task page may take to load and set up."""
+    step_timeout_s: float = Field(15.0, gt=0)
+    """Seconds one step may take in all: the action, the page settling, judging and reading it.
+    A page that does not answer in time (a handler stuck in ``while(true){}``) ends the
+    episode, truncated with reward 0, and its context is closed (which stops its renderer)."""
     viewport_width: int = 332
     """Page width, CSS pixels (MiniWoB's task area is 160 x 210 at the top left)."""
     viewport_height: int = 214
@@ -132,6 +136,7 @@ class BrowserEnv(AgentEnv):
         self._turn = 0
         self._started_at = 0.0
         self._finished = False
+        self._popups_closed = 0
 
     @staticmethod
     def _build_tasks(tasks: list[str | BrowserTask] | None) -> dict[str, BrowserTask]:
@@ -163,11 +168,17 @@ class BrowserEnv(AgentEnv):
         self._instance = str((options or {}).get("instance_id") or task.name)
         await self._open_page()
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
+        self._popups_closed = 0
         await self._start_task(task, page_seed)
         self._started_at = time.monotonic()
         self._clear_screenshots()
-        obs = observation_text(await self._view())
-        return obs, await self._info(TaskOutcome())
+        try:
+            async with asyncio.timeout(self.config.start_timeout_s):
+                return observation_text(await self._view()), await self._info(TaskOutcome())
+        except TimeoutError:
+            await self._close_context()
+            raise BrowserTaskError(f"task {task.name!r}: the page did not answer within "
+                                   f"{self.config.start_timeout_s:g} s after loading") from None
 
     async def _open_page(self) -> None:
         """A fresh context (cookies, storage, pages) and page for the episode, on the shared
@@ -184,6 +195,7 @@ class BrowserEnv(AgentEnv):
             self._context = await hosts.new_context(self._host, **options)
         self._context.set_default_timeout(self.config.action_timeout_s * 1000)
         self._page = await self._context.new_page()
+        self._context.on("page", self._close_popup)  # after the episode's own page exists
 
     async def _start_task(self, task: BrowserTask, page_seed: int) -> None:
         """Runs the task's set-up under ``start_timeout_s`` (page loads get that long, not the
@@ -221,13 +233,24 @@ class BrowserEnv(AgentEnv):
         return self.tasks[name], page_seed
 
     async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._page is None or self._task is None:
+        if self._task is None or (self._page is None and not self._finished):
             raise RuntimeError("call reset() before step()")
-        if self._finished:
-            view = await self._view()
-            note = "The episode is over: reset the env to start another."
-            return observation_text(view, note), 0.0, True, False, await self._info(TaskOutcome())
-        self._turn += 1
+        if not self._finished:
+            self._turn += 1
+        try:
+            async with asyncio.timeout(self.config.step_timeout_s):
+                return await (self._over() if self._finished else self._step(action))
+        except TimeoutError:
+            return await self._hung()
+
+    async def _over(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        note = "The episode is over: reset the env to start another."
+        if self._page is None:  # closed after it hung
+            return note, 0.0, True, False, {"instance_id": self._instance, "turn": self._turn}
+        return observation_text(await self._view(), note), 0.0, True, False, await self._info(TaskOutcome())
+
+    async def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        assert self._page is not None and self._task is not None
         feedback = await self._act(action)
         outcome = await self._task.outcome(self._page)
         elapsed_s = time.monotonic() - self._started_at
@@ -239,6 +262,30 @@ class BrowserEnv(AgentEnv):
         obs = observation_text(await self._view(), feedback)
         info = await self._info(outcome, truncated=truncated)
         return obs, outcome.reward if outcome.done else 0.0, outcome.done, truncated, info
+
+    async def _hung(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The page did not answer within the step timeout: the episode ends (truncated, reward 0)
+        and the context goes, stopping the page's renderer (the next reset opens a fresh one)."""
+        self._finished = True
+        await self._close_context()
+        why = (f"the page did not answer within step_timeout_s={self.config.step_timeout_s:g} "
+               "(a script on it kept running)")
+        info = {"instance_id": self._instance, "task": self._task.name if self._task else "",
+                "seed": self._seed, "turn": self._turn, "success": False, "truncated": True,
+                "reason": why, "popups_closed": self._popups_closed,
+                "browser": self._host.name if self._host else ""}
+        return f"Episode over: {why}.", 0.0, False, True, info
+
+    async def _close_popup(self, page: Any) -> None:
+        """Closes every page but the episode's own as soon as it opens (``window.open``,
+        ``target=_blank``): a page cannot pile up tabs, and the agent sees one page."""
+        if page is self._page:
+            return
+        self._popups_closed += 1
+        try:
+            await asyncio.wait_for(page.close(run_before_unload=False), self.config.action_timeout_s)
+        except Exception:  # already closed, or its context went: nothing left to close
+            pass
 
     async def _act(self, action: str) -> str:
         try:
@@ -283,6 +330,7 @@ class BrowserEnv(AgentEnv):
             "success": outcome.done and outcome.reward >= 1.0,
             "truncated": truncated,
             "browser": self._host.name,
+            "popups_closed": self._popups_closed,
             **outcome.details,
         }
         if self.config.screenshots_dir is not None:
@@ -340,7 +388,7 @@ class BrowserEnv(AgentEnv):
         context, self._context, self._page = self._context, None, None
         if context is not None:
             try:
-                await context.close()
+                await asyncio.wait_for(context.close(), self.config.start_timeout_s)
             except Exception:  # the browser may already be gone; nothing left to release
                 pass
 

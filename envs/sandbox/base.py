@@ -11,6 +11,7 @@ task runs unchanged on every backend (the unisolated local fallback cannot map `
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,12 +19,22 @@ from typing import Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from gymfleet.envs.sandbox.procs import my_identity
+
 LABEL_PREFIX = "gymfleet"
 LABEL_RUN_ID = f"{LABEL_PREFIX}.run_id"
 LABEL_ROLLOUT_ID = f"{LABEL_PREFIX}.rollout_id"
 LABEL_EXPIRES_AT = f"{LABEL_PREFIX}.expires_at"
 LABEL_OWNER_PID = f"{LABEL_PREFIX}.owner_pid"
+LABEL_OWNER_START = f"{LABEL_PREFIX}.owner_start"
 LABEL_HOST = f"{LABEL_PREFIX}.host"
+
+
+def owner_labels() -> dict[str, str]:
+    """The labels naming this process as a sandbox's owner: pid, start time (so that a reaper
+    tells a reused pid apart) and host."""
+    pid, start_ticks = my_identity()
+    return {LABEL_OWNER_PID: str(pid), LABEL_OWNER_START: str(start_ticks), LABEL_HOST: socket.gethostname()}
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,13 @@ class SandboxSpec(BaseModel):
     """Memory limit, MiB."""
     pids_limit: int = 256
     """Most processes alive at once (fork bombs stop here)."""
+    disk_mb: int = Field(default=512, ge=1)
+    """Size of each writable space of the sandbox, MiB (default 512). The workdir and /tmp are
+    each a size-limited filesystem (tmpfs charged to the sandbox's memory limit), so that a full
+    disk is ``No space left on device`` inside the sandbox, never the host's. Docker: an image
+    whose workdir already holds files (SWE images) keeps that workdir on the container's own
+    layer, bounded only where the daemon's storage supports quotas (overlay2 on xfs with
+    ``pquota``: then the whole writable layer gets this size instead). See docs/sandbox.md."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables of every command."""
     ttl_s: float = 3600.0

@@ -1,38 +1,70 @@
 """A sandbox's container: the run options a :class:`SandboxSpec` turns into, and its creation
-with the errors named (missing image: build it; limits refused: lower them)."""
+with the errors named (missing image: build it; limits refused: lower them).
+
+Writable space (``spec.disk_mb``): where the daemon's storage supports quotas (overlay2 on xfs
+with ``pquota``, btrfs, zfs) the whole writable layer gets ``storage_opt size``; elsewhere /tmp
+and the workdir (and the commands' output folder) are each an anonymous volume on a size-limited
+tmpfs (Docker's archive API, which
+``put_file``/``get_file`` use, sees volumes, not ``--tmpfs`` mounts; the volumes go with the
+container). A workdir the image already fills (SWE repositories) is left on the container's
+layer: a tmpfs over it would hide the files, and copying them in would cost every start.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import socket
+import tarfile
+import threading
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker
 import docker.errors
 from docker.models.containers import Container
+from docker.types import DriverConfig, Mount
 
 from gymfleet.envs.errors import SandboxStartError
-from gymfleet.envs.sandbox.base import LABEL_HOST, LABEL_OWNER_PID, SandboxLabels, SandboxSpec
-from gymfleet.envs.sandbox.docker_exec import KEEPALIVE_ARGV
+from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec, owner_labels
+from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT, KEEPALIVE_ARGV
+
+COMMAND_ENV = {"PYTHONUNBUFFERED": "1"}
+"""Every command's environment (a spec's ``env`` may override): Python prints at once, so output
+printed before a timeout kills the command is kept."""
 
 
-def container_options(spec: SandboxSpec, labels: SandboxLabels) -> dict[str, Any]:
+@dataclass
+class StorageFacts:
+    """What a backend learned about its daemon's storage, once per daemon and image."""
+
+    quota: bool | None = None
+    """Whether ``storage_opt size`` works; None until the first sandbox tries."""
+    filled_workdirs: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """(image, workdir) -> whether the image has files there."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while learning (many sandboxes starting at once probe once)."""
+
+
+def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, tmpfs_workdir: bool) -> dict[str, Any]:
     """Keyword arguments of ``client.containers.create`` for a sandbox of ``spec``.
 
-    The main process is ``sleep infinity`` under Docker's init (tini reaps the zombies agents'
-    background jobs leave); the labels add the owner pid and host for the reaper.
+    The main process is gymfleet's keep-alive as PID 1 (no Docker init: tini exits with its
+    child, which an agent can kill); the labels add the owner's pid, start time and host for the
+    reaper.
+
+    Args:
+        quota: bound the writable layer with ``storage_opt`` instead of tmpfs volumes.
+        tmpfs_workdir: put the workdir on its own tmpfs volume (the image has nothing there).
     """
     name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"gymfleet-{labels.run_id}-{labels.rollout_id}")[:100]
-    return dict(
+    options: dict[str, Any] = dict(
         command=KEEPALIVE_ARGV,
-        init=True,
+        init=False,
         name=f"{name}-{uuid.uuid4().hex[:6]}",
-        labels=labels.as_dict() | {LABEL_OWNER_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()},
+        labels=labels.as_dict() | owner_labels(),
         working_dir=spec.workdir,
-        environment=spec.env,
+        environment=COMMAND_ENV | spec.env,
         network_mode=None if spec.network else "none",
         nano_cpus=int(spec.cpus * 1e9),
         mem_limit=f"{spec.memory_mb}m",
@@ -40,31 +72,115 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels) -> dict[str, Any
         pids_limit=spec.pids_limit,
         detach=True,
     )
+    if quota:
+        options["storage_opt"] = {"size": f"{spec.disk_mb}M"}
+    else:
+        targets = ["/tmp", EXEC_ROOT, *([spec.workdir] if tmpfs_workdir else [])]
+        options["mounts"] = [_tmpfs_volume(target, spec.disk_mb) for target in targets]
+    return options
 
 
-def create_container(client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabels) -> Container:
+def _tmpfs_volume(target: str, size_mb: int) -> Mount:
+    mode = "1777" if target == "/tmp" else "755"
+    driver = DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size_mb}m,mode={mode}"})
+    return Mount(target=target, source=None, type="volume", driver_config=driver)
+
+
+def create_container(
+    client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabels, facts: StorageFacts
+) -> tuple[Container, str]:
     """Creates and starts the container of a sandbox (never pulls).
+
+    Returns:
+        The container and its ``StartedAt`` (to tell a restart from outside later).
 
     Raises:
         SandboxStartError: the image is missing (the message says how to build it), or Docker
             refused the limits or failed to start it (nothing is left behind).
     """
     try:
-        container = client.containers.create(spec.image, **container_options(spec, labels))
+        container = _create(client, spec, labels, facts)
     except docker.errors.ImageNotFound as exc:
         raise SandboxStartError(f"image {spec.image} not found: {build_hint(spec.image)}") from exc
     except docker.errors.APIError as exc:
         raise SandboxStartError(
             f"Docker refused to create a sandbox of {spec.image} (check the spec's cpus, memory_mb, "
-            f"pids_limit against this host): {exc}"
+            f"pids_limit, disk_mb against this host): {exc}"
         ) from exc
     try:
         container.start()
+        started_at = client.api.inspect_container(container.id)["State"]["StartedAt"]
     except docker.errors.APIError as exc:
         with contextlib.suppress(docker.errors.DockerException):
-            container.remove(force=True)
+            container.remove(force=True, v=True)
         raise SandboxStartError(f"sandbox of {spec.image} did not start: {exc}") from exc
-    return container
+    return container, started_at
+
+
+def _create(client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabels, facts: StorageFacts) -> Container:
+    key = (spec.image, spec.workdir)
+    if facts.quota is None or (not facts.quota and key not in facts.filled_workdirs):
+        with facts.lock:
+            return _create_learning(client, spec, labels, facts)
+    options = container_options(spec, labels, quota=facts.quota, tmpfs_workdir=not facts.filled_workdirs.get(key, True))
+    return client.containers.create(spec.image, **options)
+
+
+def _create_learning(client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabels,
+                     facts: StorageFacts) -> Container:
+    if facts.quota is not False:
+        try:
+            container = client.containers.create(
+                spec.image, **container_options(spec, labels, quota=True, tmpfs_workdir=False))
+            facts.quota = True
+            return container
+        except docker.errors.APIError as exc:
+            if facts.quota or "storage-opt" not in str(exc).lower():
+                raise
+            facts.quota = False  # overlay over ext4 and the like: tmpfs volumes instead
+    key = (spec.image, spec.workdir)
+    if key not in facts.filled_workdirs:
+        facts.filled_workdirs[key] = image_has_files(client, spec.image, spec.workdir)
+    options = container_options(spec, labels, quota=False, tmpfs_workdir=not facts.filled_workdirs[key])
+    return client.containers.create(spec.image, **options)
+
+
+def image_has_files(client: docker.DockerClient, image: str, folder: str) -> bool:
+    """True when ``image`` has anything under ``folder`` (read from a container that never starts).
+
+    Raises:
+        docker.errors.ImageNotFound: no such image.
+    """
+    probe = client.api.create_container(image, command=["true"], network_disabled=True)["Id"]
+    try:
+        stream, _ = client.api.get_archive(probe, folder.rstrip("/") + "/.")
+        with tarfile.open(fileobj=_Chunks(stream), mode="r|") as tar:  # type: ignore[call-overload]
+            return sum(1 for _, _ in zip(tar, range(2), strict=False)) > 1  # the folder, then a file
+    except docker.errors.NotFound:
+        return False
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            client.api.remove_container(probe, force=True, v=True)
+
+
+class _Chunks:
+    """A file-like read() over an iterator of byte chunks (a streamed tar)."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks = iter(chunks)
+        self._buffer = b""
+
+    def read(self, n: int = -1) -> bytes:
+        while n < 0 or len(self._buffer) < n:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buffer += chunk
+        if n < 0:
+            data, self._buffer = self._buffer, b""
+        else:
+            data, self._buffer = self._buffer[:n], self._buffer[n:]
+        return data
 
 
 def build_hint(image: str) -> str:

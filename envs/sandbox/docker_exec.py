@@ -25,21 +25,32 @@ from dataclasses import dataclass
 
 from gymfleet.envs.sandbox.output import MARKER, capture
 
-EXEC_ROOT = "/tmp/.gymfleet-exec"
-"""Folder inside the container holding one sub-folder per running command."""
+EXEC_ROOT = "/run/gymfleet-exec"
+"""Folder inside the container holding one sub-folder per running command (its own bounded
+space, apart from /tmp: an agent that fills /tmp still sees its commands' output)."""
 
-KEEPALIVE_NAME = "gymfleet-keepalive"
-KEEPALIVE_ARGV = ["bash", "-c", f"exec -a {KEEPALIVE_NAME} sleep infinity"]
-"""The container's main process (under Docker's init): ``sleep infinity``, renamed so that a
-reset can spare it while killing everything else (the container stops when it dies)."""
+# PID 1 of every sandbox container: a bash that ignores every signal it can be sent and blocks,
+# forking nothing, on a pipe only it holds, reaping the orphans re-parented to it meanwhile. The
+# kernel delivers no signal to a namespace's init from inside unless init handles it, and it
+# handles none, so nothing an agent does as root inside (``kill -9 -1``, ``kill -9 1``,
+# ``pkill sleep``, ``rm -rf /``) stops the container: only the host can.
+KEEPALIVE = r"""
+trap '' HUP INT QUIT TERM USR1 USR2 PIPE ALRM TSTP TTIN TTOU
+exec 3<> <(:)
+while :; do read -r -u 3 _ || exec 3<> <(:); done
+"""
+KEEPALIVE_ARGV = ["bash", "-c", KEEPALIVE, "gymfleet-keepalive"]
+"""The container's command (no Docker init: this is PID 1)."""
 
 # Positional arguments: $1 exec dir, $2 workdir, $3 head bytes, $4 tail bytes, $5 the command.
 # `relieve` uses only builtins (no fork), so it works when the sandbox is out of processes. When
 # the cgroup's pids.events shows that a fork failed at the pids limit since it last looked (a fork
-# bomb, perhaps left running in the background), it kills the process groups of every earlier
-# command. It runs before and after each command.
+# bomb, perhaps left running in the background), it kills every process but PID 1 and this
+# wrapper: at the limit the episode may keep nothing (daemons included), as the local backend
+# does. It runs before and after each command.
 WRAPPER = r"""
 d=$1 head=$3 tail=$4 root=${1%/*} note=
+read -r -a init </proc/1/stat && printf 'GYMFLEET-INIT %s\n' "${init[21]}"
 relieve() {
   local f kind hits seen=0 p
   for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
@@ -47,18 +58,23 @@ relieve() {
     { read -r seen <"$root/pids-hits"; } 2>/dev/null
     [ "$kind" = max ] && [ "${hits:-0}" -gt "${seen:-0}" ] || return 0
     echo "$hits" 2>/dev/null >"$root/pids-hits"
-    [ -f "$root/pgids" ] && while read -r p; do kill -9 -- "-$p" 2>/dev/null; done <"$root/pgids"
-    note="[gymfleet: a fork failed at the sandbox's process limit: killed every process group earlier commands left running]"
+    for p in /proc/[0-9]*; do
+      p=${p#/proc/}
+      [ "$p" = 1 ] || [ "$p" = "$$" ] || kill -9 "$p" 2>/dev/null
+    done
+    note="[gymfleet: a fork failed at the sandbox's process limit: killed every process earlier commands left running]"
     return 0
   done
 }
 relieve
-mkdir -p -- "$d" || exit 121
+if ! why=$(mkdir -p -- "$d" 2>&1); then
+  printf 'GYMFLEET-EXEC-FAILED %s\n' "$why"
+  exit 121
+fi
 if cd -- "$2" 2>"$d/err"; then
   setsid bash -c "$5" </dev/null >"$d/out" 2>>"$d/err" &
   pgid=$!
   echo "$pgid" >"$d/pid"
-  echo "$pgid" >>"$root/pgids"
   # A cancel that came before the pid file existed left this marker: honour it (no race, as
   # the killer checks the pid file after writing the marker).
   [ -e "$d/cancel" ] && kill -9 -- "-$pgid" 2>/dev/null
@@ -85,9 +101,11 @@ emit "$d/err" "$se"
 rm -rf -- "$d"
 """
 
-# $1 exec dir. Waits briefly for the pid file (the command may have just started), then kills
+# $1 exec dir. Prints the start time of PID 1 (as the wrapper does first: a different one means
+# the container was restarted meanwhile). Waits briefly for the pid file (the command may have just started), then kills
 # the command's process group; `kill` and `read` are bash builtins, so nothing else is forked.
 KILL_SCRIPT = r"""
+read -r -a init </proc/1/stat && printf 'GYMFLEET-INIT %s\n' "${init[21]}"
 mkdir -p -- "$1" && : >"$1/cancel"
 for _ in {1..50}; do [ -s "$1/pid" ] && break; sleep 0.1; done
 read -r pgid <"$1/pid" || exit 3
@@ -95,21 +113,23 @@ kill -9 -- "-$pgid" 2>/dev/null
 exit 0
 """
 
-# $1 workdir. Empties the workdir and /tmp and kills every process but init, the keepalive and
-# this shell: what a pool does between two users of one container.
+# $1 workdir, $2 the exec root. Empties the workdir, /tmp and old command folders and kills every process but PID 1 (the keep-alive)
+# and this shell: what a pool does between two users of one container.
 RESET_SCRIPT = r"""
 cd / || exit 1
-rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null
+rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* /tmp/* /tmp/.[!.]* /tmp/..?* "$2"/* 2>/dev/null
 for p in /proc/[0-9]*; do
   pid=${p#/proc/}
   case "$pid" in 1|"$$") continue;; esac
-  { read -r -d '' name <"$p/cmdline"; } 2>/dev/null
-  [ "$name" = "%s" ] || kill -9 "$pid" 2>/dev/null
+  kill -9 "$pid" 2>/dev/null
 done
 true
-""" % KEEPALIVE_NAME
+"""
 
 _HEADER = re.compile(rb"GYMFLEET-EXEC (-?\d+)\n(?:(\d+) (\d+)\n)?")
+_INIT = re.compile(rb"GYMFLEET-INIT (\d+)\n")
+SETUP_FAILED = b"GYMFLEET-EXEC-FAILED "
+"""What the wrapper prints, with the reason, when it cannot even make its folder in /tmp."""
 
 
 def wrapper_argv(exec_dir: str, workdir: str, head_bytes: int, tail_bytes: int, cmd: str) -> list[str]:
@@ -137,6 +157,13 @@ class Frame:
     sizes_known: bool = True
 
 
+def init_ticks(raw: bytes) -> int | None:
+    """The start time of the container's PID 1 (clock ticks) that the wrapper or the kill script
+    printed first; None when it printed none (it never started)."""
+    match = _INIT.match(raw)
+    return int(match.group(1)) if match else None
+
+
 def parse_frame(raw: bytes, head_bytes: int, tail_bytes: int) -> Frame | None:
     """Parses the wrapper's stdout; None when it did not even print the header.
 
@@ -145,7 +172,8 @@ def parse_frame(raw: bytes, head_bytes: int, tail_bytes: int) -> Frame | None:
         head_bytes: the head budget it was given.
         tail_bytes: the tail budget it was given.
     """
-    match = _HEADER.match(raw)
+    init = _INIT.match(raw)
+    match = _HEADER.match(raw, init.end() if init else 0)
     if match is None:
         return None
     exit_code = int(match.group(1))

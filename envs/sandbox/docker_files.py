@@ -10,10 +10,16 @@ import time
 from collections.abc import Iterator
 
 import docker.errors
-import requests.exceptions
 from docker.models.containers import Container
 
-from gymfleet.envs.errors import SandboxFileError, SandboxUnavailableError
+from gymfleet.envs.errors import (
+    SandboxDamagedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxLostError,
+    SandboxUnavailableError,
+)
+from gymfleet.envs.sandbox.docker_errors import docker_errors
 
 
 def file_archive(path: str, data: bytes, mode: int) -> bytes:
@@ -48,17 +54,25 @@ def read_regular_file(container: Container, path: str, max_bytes: int | None = N
 
 
 @contextlib.contextmanager
-def file_errors(verb: str, path: str) -> Iterator[None]:
-    """Turns SDK errors of one copy into :class:`SandboxFileError` naming the file."""
+def file_errors(verb: str, path: str, short_id: str = "") -> Iterator[None]:
+    """Turns the errors of one copy into the sandbox error tree, naming the file.
+
+    Raises:
+        SandboxFileError: no such file or folder, or Docker refused the copy.
+        SandboxDamagedError: the sandbox's space there is full (the agent's own files).
+        SandboxLostError: the container is gone or stopped.
+        SandboxUnavailableError: the daemon stopped answering.
+    """
     try:
-        yield
-    except SandboxFileError:
+        with docker_errors(f"{verb} {path}", short_id):
+            yield
+    except (SandboxFileError, SandboxLostError, SandboxUnavailableError):
         raise
     except docker.errors.NotFound as exc:
         raise SandboxFileError(f"could not {verb} {path} in the sandbox: no such file or folder") from exc
-    except docker.errors.DockerException as exc:  # before RequestException: APIError is both
-        raise SandboxFileError(f"could not {verb} {path} in the sandbox: {exc}") from exc
-    except requests.exceptions.RequestException as exc:
-        raise SandboxUnavailableError(
-            f"Docker daemon stopped answering ({exc}): restart it (`make services`) or pass --sandbox local"
-        ) from exc
+    except SandboxError as exc:
+        if "no space left" in str(exc).lower():
+            raise SandboxDamagedError(
+                f"could not {verb} {path}: the sandbox's space there is full (its commands filled "
+                "it)") from exc
+        raise SandboxFileError(f"could not {verb} {path} in the sandbox: {exc.__cause__ or exc}") from exc

@@ -1,9 +1,10 @@
 """The Docker reaper: finds the ``gymfleet.*`` containers nobody owns any more and removes them.
 
 A container is stale when its ``gymfleet.expires_at`` label lies in the past, or when its
-``gymfleet.host`` label names this host and no process has its ``gymfleet.owner_pid`` (the
-orchestrator that made it was SIGKILLed). Containers of live owners on other hosts are left to
-their owners until they expire.
+``gymfleet.host`` label names this host and its owner process is gone (the orchestrator that made
+it was SIGKILLed): no process has its ``gymfleet.owner_pid``, or the one that has it started at
+another time than ``gymfleet.owner_start`` (the pid was reused). Containers of live owners on
+other hosts are left to their owners until they expire.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import time
 import docker
 import docker.errors
 
-from gymfleet.envs.sandbox.base import LABEL_EXPIRES_AT, LABEL_HOST, LABEL_OWNER_PID, LABEL_RUN_ID
+from gymfleet.envs.sandbox.base import LABEL_EXPIRES_AT, LABEL_HOST, LABEL_OWNER_PID, LABEL_OWNER_START, LABEL_RUN_ID
+from gymfleet.envs.sandbox.procs import same_process
 
 
 def is_stale(labels: dict[str, str], now_s: float | None = None, host: str | None = None) -> bool:
@@ -35,7 +37,11 @@ def is_stale(labels: dict[str, str], now_s: float | None = None, host: str | Non
         pid = int(labels.get(LABEL_OWNER_PID, ""))
     except ValueError:
         return False
-    return not _pid_alive(pid)
+    try:
+        start_ticks = int(labels[LABEL_OWNER_START])
+    except (KeyError, ValueError):  # a container from before the label: the pid alone decides
+        return not _pid_alive(pid)
+    return not same_process(pid, start_ticks)
 
 
 def _pid_alive(pid: int) -> bool:

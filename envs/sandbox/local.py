@@ -2,25 +2,31 @@
 
 Each sandbox is a single long-lived ``bwrap`` process whose root is a fresh tmpfs holding
 read-only binds of the host's system folders (``/usr``, ``/etc``, ``/opt``...) and of the Python
-install running gymfleet, a private ``/tmp``, ``/dev`` and ``/proc``, and a writable host folder
-bound at ``spec.workdir``. It has its own pid, ipc, uts (and, unless ``spec.network``, network)
-namespaces and dies with the Python process that started it (``--die-with-parent``). Inside
-runs :mod:`~gymfleet.envs.sandbox.local_agent`, which executes commands in their own sessions,
-so daemons a command starts live on until the sandbox closes.
+install running gymfleet, a private ``/dev`` and ``/proc``, and two writable spaces: ``/tmp`` and
+``spec.workdir``, each a tmpfs of ``spec.disk_mb`` (a full disk is the sandbox's). It has its own
+pid, ipc, uts (and, unless ``spec.network``, network) namespaces and dies with the Python process
+that started it (``--die-with-parent``). Inside runs :mod:`~gymfleet.envs.sandbox.local_agent`,
+which executes commands in their own sessions, so daemons a command starts live on until the
+sandbox closes, or until the sandbox reaches its process limit (then every process the commands
+left is killed, before and after each command: a fork bomb's leftovers never slow the next one).
 
 Users and limits: when gymfleet runs as root, bubblewrap runs as root with every capability
-dropped but setuid, setgid and kill, and the agent runs commands and file copies as a host uid
-lent to this sandbox alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox`` inside),
-which therefore cannot signal the agent nor write its control folder; as another user,
-bubblewrap makes a user namespace (the sandbox sees itself as root). Either way the agent sets
-``RLIMIT_NPROC`` to ``spec.pids_limit`` for a user no other sandbox shares, so a fork bomb stops
-there without touching the host or other sandboxes. ``spec.memory_mb`` becomes ``RLIMIT_DATA``
-per process and the size of /tmp (no cgroups here: it does not bound the sandbox's total).
-``spec.cpus`` and ``spec.image`` are ignored.
+dropped but setuid, setgid, kill and chown, and the agent runs commands and file copies as a host
+uid lent to this sandbox alone (:mod:`~gymfleet.envs.sandbox.local_uids`, user ``sandbox``
+inside), which therefore cannot signal the agent nor write its control folder (``kill -9 -1``
+from a command kills the commands' processes only); as another user, bubblewrap makes a user
+namespace (the sandbox sees itself as root). Either way the agent sets ``RLIMIT_NPROC`` to
+``spec.pids_limit`` for a user no other sandbox shares, so a fork bomb stops there without
+touching the host or other sandboxes. As root, each sandbox also runs in a memory cgroup of
+``spec.memory_mb`` inside one of the backend's ``memory_budget_mb``
+(:mod:`~gymfleet.envs.sandbox.local_cgroup`), which counts its tmpfs files too, so many sandboxes
+cannot exhaust the host's memory through tmpfs; ``spec.memory_mb`` is also ``RLIMIT_DATA`` per
+process. ``spec.cpus`` and ``spec.image`` are ignored.
 
 Without a working bubblewrap, and only when allowed (``GYMFLEET_ALLOW_UNISOLATED=1`` or
 ``LocalBackendConfig(allow_unisolated=True)``), the agent runs as a plain subprocess in a temp
-folder: ``isolated`` is False, a WARNING is logged, and paths outside ``spec.workdir`` are refused.
+folder: ``isolated`` is False, a WARNING is logged, paths outside ``spec.workdir`` are refused,
+and nothing is bounded (no tmpfs, no cgroup, no process limit).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pathlib import Path
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.local_cgroup import MemoryCgroups
 from gymfleet.envs.sandbox.local_sandbox import Launch, LocalSandbox
 from gymfleet.envs.sandbox.local_state import default_state_dir, read_records, reap
 
@@ -77,6 +84,10 @@ class LocalBackendConfig(StrictModel):
     """Show the Python running gymfleet (its install ``sys.base_prefix`` and its virtual env
     ``sys.prefix``) read-only at the same paths and put ``sys.prefix/bin`` first on PATH, so that
     ``python3`` inside is the host's, with its packages (pytest...)."""
+    memory_budget_mb: int | None = None
+    """The most memory all this backend's sandboxes may hold together, processes and tmpfs
+    files (/tmp and the workdir), MiB; None: half of the host's memory. Enforced with a memory
+    cgroup (root and a writable cgroup file system), as is each sandbox's ``memory_mb``."""
     allow_unisolated: bool | None = None
     """Allow the plain-subprocess fallback when bubblewrap does not work; None: read env
     GYMFLEET_ALLOW_UNISOLATED (1/true/yes)."""
@@ -104,6 +115,7 @@ class LocalBackend:
         self.config = config or LocalBackendConfig()
         self.state_dir = self.config.state_dir or default_state_dir()
         self._bwrap_ok: bool | None = None
+        self.cgroups = MemoryCgroups(_budget_bytes(self.config.memory_budget_mb))
         self.swept_at_start = self.sweep()
 
     def available(self) -> bool:
@@ -156,6 +168,7 @@ class LocalBackend:
             uid_lock_dir=self._uid_lock_dir(),
             path_env=path_env,
             ctl_mount=CTL_MOUNT,
+            cgroups=self.cgroups if lend_uids else None,
         )
 
     def _uid_lock_dir(self) -> Path:
@@ -175,7 +188,7 @@ class LocalBackend:
         """bwrap's options that do not depend on the spec: namespaces and host folders."""
         if os.geteuid() == 0:
             users = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                     "--cap-add", "CAP_KILL"]
+                     "--cap-add", "CAP_KILL", "--cap-add", "CAP_CHOWN"]
         else:
             users = ["--unshare-user", "--uid", "0", "--gid", "0"]
         args = [shutil.which(self.config.bwrap) or self.config.bwrap, *users,
@@ -225,6 +238,13 @@ class LocalBackend:
         if done.returncode != 0:
             log.warning("bubblewrap does not work here: %s", done.stderr.decode(errors="replace"))
         return done.returncode == 0
+
+
+def _budget_bytes(budget_mb: int | None) -> int:
+    if budget_mb is not None:
+        return budget_mb << 20
+    page = os.sysconf("SC_PAGE_SIZE")
+    return os.sysconf("SC_PHYS_PAGES") // 2 * page  # whole pages, as the kernel keeps it
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:

@@ -12,8 +12,9 @@ Usage: ``python3 local_agent.py CONFIG_JSON`` where CONFIG_JSON has ``ctl`` (con
 ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
 (folders emptied by ``reset`` besides the workdir), ``uid`` (None, or the host uid that
-commands and file copies run as, the agent keeping only the capabilities to switch to it and to
-kill its processes).
+commands and file copies run as, the agent keeping only the capabilities to switch to it, to
+kill its processes and to give it ``chown`` (folders made for it)). Before and after each command
+the agent kills every process the commands left when the sandbox is at its process limit.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import time
 
 KILL_ROUNDS = 500
 NPROC_RESERVE = 16
+RELIEVE_MARGIN = 8
+"""Processes short of the limit at which a sandbox counts as full (see ``Agent.relieve``)."""
 FILE_TIMEOUT_S = 600
 TRIM_EVERY_S = 0.5
 TRIM_SLACK_BYTES = 32 << 20
@@ -72,6 +75,9 @@ class Agent:
         if self.nproc:
             limit = self.nproc + (NPROC_RESERVE if self.limit_in_child else 0)
             resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        if uid is not None:
+            for path in config.get("chown", []):  # its tmpfs workdir, made by bubblewrap as root
+                os.chown(path, int(uid), int(uid))
         data_bytes = int(config.get("data_bytes", 0))
         if data_bytes:
             resource.setrlimit(resource.RLIMIT_DATA, (data_bytes, data_bytes))
@@ -96,6 +102,7 @@ class Agent:
     def op_exec(self, request: dict) -> dict:
         rid = request["id"]
         started = time.monotonic()
+        note = self.relieve()
         with open(os.path.join(self.ctl, f"{rid}.out"), "wb") as out, \
                 open(os.path.join(self.ctl, f"{rid}.err"), "wb") as err:
             proc = subprocess.Popen(
@@ -111,8 +118,23 @@ class Agent:
             kill_where(lambda pid, sid: sid == proc.pid)
             proc.wait()
         self.running.pop(rid, None)
+        note = note or self.relieve()
         return {"exit_code": proc.returncode, "timed_out": timed_out,
-                "duration_s": time.monotonic() - started}
+                "duration_s": time.monotonic() - started, **({"note": note} if note else {})}
+
+    def relieve(self) -> str:
+        """Kills every process the commands left when the sandbox is (nearly) at its process
+        limit: a fork bomb's leftovers would make every later command fail to fork. Under the
+        limit, daemons the commands started live on. Returns a note for the agent, or ""."""
+        if not (self.own_pid_ns and self.nproc):
+            return ""
+        me = os.getpid()
+        alive = sum(1 for p in scan_processes() if p.pid not in (1, me))
+        if alive < self.nproc - RELIEVE_MARGIN:
+            return ""
+        self.kill_others()
+        return (f"[gymfleet: the sandbox was at its process limit ({alive} of {self.nproc}): "
+                "every process earlier commands left running was killed]")
 
     def op_cancel(self, request: dict) -> dict:
         """Kills the process tree of the exec request ``target`` (its caller gave up)."""

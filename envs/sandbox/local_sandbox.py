@@ -24,6 +24,7 @@ from typing import Any, Self
 
 from gymfleet.envs.errors import (
     SandboxClosedError,
+    SandboxDamagedError,
     SandboxError,
     SandboxFileError,
     SandboxStartError,
@@ -31,6 +32,7 @@ from gymfleet.envs.errors import (
 )
 from gymfleet.envs.sandbox import local_agent
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.local_cgroup import MemoryCgroups, oom_kills
 from gymfleet.envs.sandbox.local_channel import AgentChannel
 from gymfleet.envs.sandbox.local_uids import UidLease, lease_uid
 from gymfleet.envs.sandbox.local_state import (
@@ -69,6 +71,8 @@ class Launch:
     uid_lock_dir: Path
     path_env: str
     ctl_mount: str
+    cgroups: MemoryCgroups | None = None
+    """Memory cgroups for the sandboxes (counting their tmpfs files), when available."""
 
 
 class LocalSandbox:
@@ -257,7 +261,16 @@ class LocalSandbox:
             raise SandboxClosedError(f"sandbox {self.sandbox_id} was closed; create a new one")
         if self._channel is None:
             raise SandboxError(f"sandbox {self.sandbox_id} is not started: use `async with`")
-        return await self._channel.request(rid or uuid.uuid4().hex, op, wait_s, **fields)
+        try:
+            return await self._channel.request(rid or uuid.uuid4().hex, op, wait_s, **fields)
+        except SandboxError as exc:
+            cgroup = Path(self._record.cgroup) if self._record and self._record.cgroup else None
+            if cgroup is not None and oom_kills(cgroup):  # its own files and processes filled it
+                raise SandboxDamagedError(
+                    f"sandbox {self.sandbox_id} ran out of memory until its agent was killed (files "
+                    f"in /tmp and the workdir count against memory_mb={self.spec.memory_mb}): {exc}"
+                ) from exc
+            raise
 
     def _exec_result(self, rid: str, reply: dict[str, Any]) -> ExecResult:
         limit = self.spec.max_output_bytes
@@ -270,6 +283,8 @@ class LocalSandbox:
                 streams.append(("", 0))
             path.unlink(missing_ok=True)
         (stdout, n_out), (stderr, n_err) = streams
+        if reply.get("note"):
+            stderr = f"{reply['note']}\n{stderr}"
         return ExecResult(
             exit_code=int(reply["exit_code"]), stdout=stdout, stderr=stderr,
             duration_s=float(reply["duration_s"]), timed_out=bool(reply["timed_out"]),
@@ -303,10 +318,15 @@ class LocalSandbox:
             "data_bytes": self.spec.memory_mb * 1024 * 1024,
             "clear_dirs": ["/tmp", "/var/tmp", "/root"] if launch.isolated else [],  # /root: HOME
             "uid": self._uid.uid if self._uid else None,
+            "chown": [posixpath.normpath(self.spec.workdir)] if launch.isolated and self._uid else [],
         }
         argv = [launch.python, self._ctl_inside("local_agent.py"), json.dumps(config)]
         if launch.isolated:
             argv = [*launch.bwrap_prefix, *self._bwrap_binds(), "--", *argv]
+            cgroup = launch.cgroups.create(self.sandbox_id, self.spec.memory_mb << 20) if launch.cgroups else None
+            if cgroup is not None:  # bubblewrap starts inside it: its tmpfs pages are charged there
+                self._record.cgroup = str(cgroup)
+                argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
         with open(self._host_dir / "agent.log", "wb") as agent_log:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=agent_log,
@@ -319,14 +339,14 @@ class LocalSandbox:
 
     def _bwrap_binds(self) -> list[str]:
         assert self._host_dir is not None
-        tmp_size = str(self.spec.memory_mb * 1024 * 1024)
+        disk_size = str(self.spec.disk_mb << 20)
         args = [] if self.spec.network else ["--unshare-net"]
         if self._uid is not None:
             args += ["--ro-bind", str(self._host_dir / "passwd"), "/etc/passwd",
                      "--ro-bind", str(self._host_dir / "group"), "/etc/group"]
         return args + [
-            "--perms", "01777", "--size", tmp_size, "--tmpfs", "/tmp", *self._launch.tmpfs_binds,
-            "--bind", str(self._host_dir / "work"), self.spec.workdir,
+            "--perms", "01777", "--size", disk_size, "--tmpfs", "/tmp", *self._launch.tmpfs_binds,
+            "--perms", "0755" if self._uid else "01777", "--size", disk_size, "--tmpfs", self.spec.workdir,
             "--bind", str(self._host_dir / "ctl"), self._launch.ctl_mount,
             "--chdir", self.spec.workdir,
         ]
@@ -338,6 +358,7 @@ class LocalSandbox:
             "PATH": self._launch.path_env,
             "HOME": "/root" if isolated else str(self._host_dir / "home"),
             "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",  # output printed before a timeout is kept
             "GYMFLEET_WORKDIR": self._inside_path("."),
             MARKER_ENV: self.sandbox_id,
         }

@@ -17,6 +17,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gymfleet.envs.sandbox.local_cgroup import remove as remove_cgroup
+from gymfleet.envs.sandbox.procs import process_start_ticks
+
 MARKER_ENV = "GYMFLEET_SANDBOX_ID"
 
 
@@ -38,6 +41,8 @@ class SandboxRecord:
     agent_pid: int = 0
     """Host pid of bubblewrap (or of the unisolated agent); 0 before start."""
     agent_start_ticks: int = 0
+    cgroup: str = ""
+    """The sandbox's memory cgroup folder, or "" when it has none."""
 
     def owner_alive(self) -> bool:
         """True while the process that created the sandbox runs."""
@@ -88,6 +93,8 @@ def reap(state_dir: Path, record: SandboxRecord) -> None:
     if record.agent_pid and process_start_ticks(record.agent_pid) == record.agent_start_ticks:
         _kill(record.agent_pid)
     kill_marked(record.sandbox_id)
+    if record.cgroup:
+        remove_cgroup(Path(record.cgroup))
     shutil.rmtree(record.host_dir, ignore_errors=True)
     remove_record(state_dir, record.sandbox_id)
 
@@ -109,16 +116,6 @@ def marked_pids(sandbox_id: str) -> list[int]:
     """Pids of the live processes whose environment names ``sandbox_id``."""
     needle = f"\0{MARKER_ENV}={sandbox_id}\0".encode()
     return [pid for pid in _pids() if needle in b"\0" + _environ(pid) and not _zombie(pid)]
-
-
-def process_start_ticks(pid: int) -> int:
-    """Start time of ``pid`` in clock ticks since boot; -1 when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return -1
-    return -1 if fields[0] in (b"Z", b"X") else int(fields[19])
 
 
 def _pids() -> list[int]:

@@ -17,7 +17,9 @@ Class tree::
     │   │   ├── SandboxStartError         a sandbox did not start
     │   │   ├── SandboxClosedError        used after close()
     │   │   ├── SandboxFileError          put_file / get_file failed
+    │   │   ├── SandboxLostError          removed, stopped or restarted from outside mid-command
     │   │   └── BrowserStartError         Chromium did not start (envs/browser/errors.py)
+    │   ├── SandboxDamagedError           the policy broke its own sandbox: NOT infrastructure
     │   ├── ImageBuildError               `gymfleet images build` failed
     │   ├── UnknownEnvError (KeyError)    an env id that is not registered
     │   ├── TaskError                     a task folder or instance is malformed (browser, slides leaves)
@@ -34,6 +36,7 @@ Class tree::
     │   └── RunNotFoundError (KeyError)
     └── TrainError                        the learner side (trainer/errors.py)
         └── BucketError                   the adapter bucket cannot be read or written
+            └── BucketCorruptError        a committed version that does not read back (skipped, kept)
 
 The sandbox subtree sits under the env subtree: a sandbox is an env's resource, and callers that
 catch ``GymfleetEnvError`` around an episode keep catching sandbox failures.

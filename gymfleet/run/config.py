@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
-from gymfleet.orchestrator.config import RunConfig, read_config_document
+from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.trainer import LearnerConfig
 
 TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads")
@@ -64,8 +64,8 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        self.bucket = self.bucket.format(run_id=self.run.run_id)
-        self.report_dir = self.report_dir.format(run_id=self.run.run_id)
+        self.bucket = fill_run_id(self.bucket, self.run.run_id)
+        self.report_dir = fill_run_id(self.report_dir, self.run.run_id)
         pairs = {(t.sampling.temperature, t.sampling.top_p) for t in self.run.tasks}
         if len(pairs) > 1:
             raise ValueError(

@@ -28,6 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
+from gymfleet.core.errors import GymfleetError, TrainError
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
@@ -69,6 +70,8 @@ class _Job:
         self.ctx = ctx
         self.learner_step = 0
         self.signalled = False
+        self.started = False
+        """True once the run is composed (store, policy, envs): from then on a failure is reported."""
 
     def over_wall_budget(self) -> bool:
         limit = self.cfg.budget.max_wall_s
@@ -156,18 +159,45 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
         progress_every_s: seconds between plain progress lines (default 10).
 
+    A run that started but cannot go on (a GymfleetError: every replica refuses the new adapter,
+    the store fails) still writes its report, with ``run_status: failed`` and ``error`` saying why.
+
     Raises:
-        ConfigError: no task of the mix can run here, or a task's env or instances, or the
-            policy, cannot be set up.
+        TrainError: the run stopped on a GymfleetError (a task's env or instances, the policy,
+            the store, an adapter nobody loads); the message names the cause and the report.
     """
     console = console or Console(stderr=True)
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
     job = _Job(cfg, console)
+    exitcode, ended, failure = None, None, None
+    try:
+        exitcode, ended = await _run(job, cfg, console, live, progress_every_s)
+    except GymfleetError as exc:  # the run cannot go on (replicas refuse every adapter...): say why
+        if not job.started:  # nothing ran (a bad store URL, no task can run): nothing to report
+            raise
+        failure = exc
+        exitcode = await job.wait_learner()
+    job.timeline.wall_s = time.monotonic() - job.t0
+    report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
+    report["learner_exitcode"] = exitcode
+    report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
+    if failure is not None:
+        report["run_status"], report["error"] = "failed", f"{type(failure).__name__}: {failure}"
+    path = write_report(Path(cfg.report_dir), report)
+    if failure is not None:
+        raise TrainError(f"the training run stopped: {failure}; the report, with this reason, is at {path}") from failure
+    return JobOutcome(path, exitcode, report)
+
+
+async def _run(job: _Job, cfg: TrainConfig, console: Console, live: bool | None,
+               progress_every_s: float | None) -> tuple[int | None, Any]:
+    """The job's run proper; returns the learner's exit code and what the scheduler ended with."""
     exitcode = None
     ended: RunOutcome | BaseException | None = None
     async with open_run(cfg.run, console=console, on_stop=job.request_stop) as run:
+        job.started = True
         job.timeline.left_out = run.left_out
         scheduler, gateway = run.scheduler, run.gateway
         await job.hot_load(gateway)  # a resumed run starts from its newest version
@@ -193,9 +223,5 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
             sampler.cancel()
             if exitcode is None:
                 exitcode = await job.wait_learner()
-    job.timeline.wall_s = time.monotonic() - job.t0
-    report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
-    report["learner_exitcode"] = exitcode
-    report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
-    path = write_report(Path(cfg.report_dir), report)
-    return JobOutcome(path, exitcode, report)
+    return exitcode, ended
+

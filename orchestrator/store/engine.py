@@ -38,9 +38,14 @@ def normalise_url(url: str) -> str:
     }.get(scheme)
     if mapped is None:
         raise StoreURLError(
-            f"store URL {url!r}: use sqlite:///PATH (embedded) or postgresql://USER:PASS@HOST/DB"
+            f"store URL {display_url(url)!r}: use sqlite:///PATH (embedded) or postgresql://USER:PASS@HOST/DB"
         )
     return f"{mapped}://{rest}"
+
+
+def display_url(url: str) -> str:
+    """``url`` fit to print: a password in it becomes ``***``."""
+    return re.sub(r"(://[^/@:]*):[^/@]*@", r"\1:***@", url)
 
 
 def create_store_engine(url: str, *, schema: str | None = None, pool_size: int = 5) -> AsyncEngine:

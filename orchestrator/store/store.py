@@ -14,7 +14,7 @@ from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
 from gymfleet.orchestrator.store.claims import Claim
 from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema, summarise_db_error
-from gymfleet.orchestrator.store.errors import StoreClosedError, StoreOpenError
+from gymfleet.orchestrator.store.errors import StoreClosedError, StoreOpenError, StoreWriteError
 from gymfleet.orchestrator.store.export import export_run
 from gymfleet.orchestrator.store.migrate import upgrade
 from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
@@ -93,6 +93,12 @@ class TrajectoryStore:
             await self.engine.dispose()
 
     # ---- batched writes ---------------------------------------------------------------
+
+    @property
+    def fatal_error(self) -> StoreWriteError | None:
+        """Set once a write failed because the database cannot take any more (disk full,
+        read-only): the caller should stop the run; what was written is kept."""
+        return self._writer.fatal
 
     def add(
         self, traj: Trajectory, *, sample_id: str | None = None, task: str = "", final: bool = True

@@ -53,6 +53,9 @@ class BatchWriter:
         self.queue: asyncio.Queue[WriteOp | None] = asyncio.Queue()
         self.n_written = 0
         self.n_failed = 0
+        self.fatal: StoreWriteError | None = None
+        """Set at the first write that failed because the database cannot take any more (disk
+        full, read-only, no permission): every later write would fail the same way."""
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -106,10 +109,18 @@ class BatchWriter:
                 return
 
     async def _write(self, ops: list[WriteOp]) -> None:
+        if self.fatal is not None:  # the database takes no more: fail at once, said once already
+            for op in ops:
+                self._settle(op, False, self.fatal)
+            return
         try:
             results = await self._transaction(ops)
         except Exception as exc:  # the commit itself failed: retry each op in its own transaction
-            log.warning("store batch of %d failed to commit (%s); writing one by one", len(ops), exc)
+            if store_is_full(exc):
+                for op in ops:
+                    self._settle(op, False, exc)
+                return
+            log.warning("store batch of %d failed to commit (%s); writing one by one", len(ops), summarise_db_error(exc))
             for op in ops:
                 await self._write_one(op)
             return
@@ -155,9 +166,28 @@ class BatchWriter:
             return
         self.n_failed += 1
         error = StoreWriteError(f"{op.label}: {summarise_db_error(value)}")
-        log.error("store write failed: %s", error)
         error.__cause__ = value
+        if self.fatal is None and store_is_full(value):
+            self.fatal = StoreWriteError(
+                f"the store cannot write any more ({summarise_db_error(value)}): free space on its disk (or make "
+                "it writable), then run the same command again: what it wrote is kept and the run "
+                "resumes")
+            self.fatal.__cause__ = value
+            log.info("%s", self.fatal)  # raised to the caller (the scheduler stops the run)
+        elif self.fatal is None:  # after a fatal one, every write fails the same way: said once
+            log.error("store write failed: %s", error)
         op.done.set_exception(error)
+
+
+_FULL = ("database or disk is full", "no space left", "disk full", "diskfull", "read-only", "readonly",
+         "attempt to write a readonly database", "permission denied", "could not extend file", "quota")
+
+
+def store_is_full(exc: BaseException) -> bool:
+    """True when ``exc`` says the database cannot take any more writes (SQLite's "database or
+    disk is full", PostgreSQL's DiskFull, a read-only file), not that one write was bad."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(word in text for word in _FULL)
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:

@@ -16,7 +16,8 @@ import gymnasium
 import numpy as np
 
 from gymfleet.core.records import Message, SamplingParams, Trajectory
-from gymfleet.envs.errors import SandboxStartError
+from gymfleet.envs.errors import SandboxDamagedError, SandboxStartError
+from gymfleet.orchestrator.engines.errors import AdapterPublishError
 from tests.fakes import EchoEnv
 
 Reply = Callable[[list[Message]], str]
@@ -96,6 +97,20 @@ class ScriptedGateway:
         return self.version
 
 
+class AdapterRefusingGateway(ScriptedGateway):
+    """A gateway whose every replica fails to load any adapter (as replicas that time out would)."""
+
+    async def publish_adapter(self, version: int, path: str) -> str:
+        raise AdapterPublishError(
+            f"adapter v{version} failed to load on every replica (r0: no answer within 30 s); "
+            "v0 keeps being served")
+
+
+def adapter_refusing_gateway() -> AdapterRefusingGateway:
+    """The ``policy: {kind: import, factory: tests.orchestrator.fakes:adapter_refusing_gateway}`` builder."""
+    return AdapterRefusingGateway(say_the_word)
+
+
 def echo_gateway(delay_s: float = 0.0) -> ScriptedGateway:
     """The ``policy: {kind: import, factory: tests.orchestrator.fakes:echo_gateway}`` builder."""
     return ScriptedGateway(say_the_word, delay_s=delay_s)
@@ -146,6 +161,25 @@ class BuggyEnv(SlowEchoEnv):
 
     async def step_async(self, action: str):
         raise ValueError("grader crashed")
+
+
+class DamagedSandboxEnv(SlowEchoEnv):
+    """Every step breaks the sandbox, as ``rm -rf /`` would; grading what is left gives
+    ``left_reward`` (``None``: grading fails on the broken sandbox too)."""
+
+    def __init__(self, left_reward: float | None = 0.25, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.left_reward = left_reward
+        self.ended: list[str] = []
+
+    async def step_async(self, action: str):
+        raise SandboxDamagedError("sandbox x can no longer start a command: bash not found")
+
+    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
+        self.ended.append(reason)
+        if self.left_reward is None:
+            raise SandboxDamagedError("sandbox x can no longer start a command: bash not found")
+        return self.left_reward, {"graded": True}
 
 
 class NeverEndsEnv(SlowEchoEnv):

@@ -11,7 +11,14 @@ from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.engines.errors import ContextLengthError, NoReplicaError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.rollout import Rollout, RolloutRequest
-from tests.orchestrator.fakes import BrokenSandboxEnv, BuggyEnv, NeverEndsEnv, ScriptedGateway, SlowEchoEnv
+from tests.orchestrator.fakes import (
+    BrokenSandboxEnv,
+    BuggyEnv,
+    DamagedSandboxEnv,
+    NeverEndsEnv,
+    ScriptedGateway,
+    SlowEchoEnv,
+)
 
 
 def request(**limits) -> RolloutRequest:
@@ -96,3 +103,13 @@ async def test_a_rollout_cut_by_the_turn_limit_is_graded_by_the_env() -> None:
     assert traj.reward == 1.0 and GradedAtTheEndEnv.ended == [traj.reason]
     # The default end_async grades nothing.
     assert (await play(NeverEndsEnv, max_turns=2)).reward == 0.0
+
+
+@pytest.mark.parametrize(("left_reward", "reward"), [(0.25, 0.25), (None, 0.0)], ids=["graded", "ungradable"])
+async def test_a_sandbox_the_policy_damaged_ends_the_episode_graded(left_reward, reward) -> None:
+    traj = await play(DamagedSandboxEnv, env_kwargs={"left_reward": left_reward})
+    assert traj.status is RolloutStatus.ok and traj.status.trains  # never infra_error: no dodged zero
+    assert "damaged its sandbox" in traj.reason and "bash not found" in traj.reason
+    assert traj.reward == reward and traj.metrics["n_turns"] == 1
+    assert traj.metrics["damaged"].endswith("bash not found")
+    assert ("grading_error" in traj.metrics) == (left_reward is None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+import os
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,14 @@ async def sandbox(local_backend: LocalBackend) -> AsyncIterator[LocalSandbox]:
     """A started bubblewrap sandbox with the default spec, closed after the test."""
     async with local_backend.create(SandboxSpec(), SandboxLabels(run_id="test")) as sb:
         yield sb
+
+
+HOST_PID_NS = os.readlink("/proc/self/ns/pid")
+
+
+def inside_only(cmd: str) -> str:
+    """``cmd`` preceded by a check that refuses to run it in the host's pid namespace: every
+    destructive command of these tests (``kill -9 -1``, ``rm -rf /``) must only ever reach a
+    sandbox, whatever goes wrong."""
+    return (f'[ "$(readlink /proc/self/ns/pid)" != "{HOST_PID_NS}" ] || '
+            f'{{ echo "refused: not inside a sandbox" >&2; exit 99; }}; {cmd}')

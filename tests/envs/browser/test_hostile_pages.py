@@ -1,0 +1,88 @@
+"""Hostile pages: a handler stuck in ``while(true){}`` and a page that floods popups. Every browser
+call is bounded by the step timeout, popups are closed as they open, and the next episode starts
+on a fresh page whatever the last one did."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from gymfleet.envs.browser.env import BrowserEnv
+from gymfleet.envs.browser.tasks import TaskOutcome, UrlTask
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
+
+HANG = """<html><head><title>Hang</title></head><body>
+<button onclick="while (true) {}">Freeze</button><button onclick="document.title = 'ok'">Fine</button>
+</body></html>"""
+
+POPUPS = """<html><head><title>Popups</title></head><body>
+<button onclick="for (let i = 0; i < 150; i++) window.open('about:blank#' + i)">More</button>
+<a href="about:blank" target="_blank">New tab</a>
+<script>setInterval(() => window.open('about:blank'), 20);</script>
+</body></html>"""
+
+
+async def title_is_ok(page) -> TaskOutcome:
+    title = await page.title()
+    return TaskOutcome(reward=float(title == "ok"), done=title == "ok", reason=title)
+
+
+def button_id(obs: str, name: str) -> int:
+    match = re.search(rf'\[(\d+)\] (?:button|link) "{name}"', obs)
+    assert match, obs
+    return int(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, str]:
+    folder = Path(tmp_path_factory.mktemp("hostile"))
+    (folder / "hang.html").write_text(HANG)
+    (folder / "popups.html").write_text(POPUPS)
+    return {name: (folder / f"{name}.html").as_uri() for name in ("hang", "popups")}
+
+
+async def test_a_page_stuck_in_a_loop_ends_the_step_in_time(pages: dict[str, str], browser_host) -> None:
+    task = UrlTask("hang", pages["hang"], "Press Fine.", title_is_ok)
+    env = BrowserEnv(host=browser_host, tasks=[task], step_timeout_s=3.0)
+    try:
+        obs, _ = await env.reset_async()
+        started = time.monotonic()
+        async with asyncio.timeout(30):  # before: 60 s and more in page.evaluate
+            obs, reward, terminated, truncated, info = await env.step_async(f"click({button_id(obs, 'Freeze')})")
+        assert time.monotonic() - started < 15
+        assert truncated and not terminated and reward == 0.0 and "did not answer" in obs
+        assert "step_timeout_s=3" in info["reason"]
+        over = await env.step_async("noop()")  # nothing more to do on this episode
+        assert over[2] and "over" in over[0]
+        # the next episode works on a fresh page, and so does the shared browser
+        obs, _ = await env.reset_async()
+        obs, reward, terminated, _, _ = await env.step_async(f"click({button_id(obs, 'Fine')})")
+        assert terminated and reward == 1.0
+    finally:
+        await env.close_async()
+
+
+async def test_popups_are_closed_and_do_not_outlive_the_episode(pages: dict[str, str], browser_host) -> None:
+    task = UrlTask("popups", pages["popups"], "Do nothing.", title_is_ok)
+    env = BrowserEnv(host=browser_host, tasks=[task], max_turns=5)
+    try:
+        obs, _ = await env.reset_async()
+        await env.step_async(f"click({button_id(obs, 'More')})")
+        obs, _, _, _, info = await env.step_async(f"click({button_id(obs, 'New tab')})")
+        await asyncio.sleep(0.5)  # the interval keeps opening some
+        assert len(env._context.pages) <= 2, len(env._context.pages)  # ours, maybe one being closed
+        assert info["popups_closed"] >= 10
+        first_context = env._context
+        await env.reset_async()
+        await asyncio.sleep(0.3)
+        assert len(env._context.pages) <= 2 and env._page is not None and not env._page.is_closed()
+        open_pages = sum(len(c.pages) for c in (await browser_host.start()).contexts)
+        assert open_pages <= 4, open_pages  # before: 151 pages that survived the reset
+        del first_context
+    finally:
+        await env.close_async()

@@ -1,0 +1,169 @@
+"""Bad input and a hostile host get one line and exit 2, never a traceback, and lose nothing:
+binary garbage for a config, braces in a store URL, a read-only runs/ folder with a PostgreSQL
+store, a disk that fills mid-run (resume still finishes the run), `gymfleet train` with a bad
+store URL, and an adapter every replica refuses (the run still writes its report, saying why).
+The password of a PostgreSQL store is never printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlalchemy.engine import make_url
+
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+from tests.conftest import require
+from tests.e2e.train_helpers import tiny_train_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_config(tmp_path: Path, n_instances: int = 4, step_delay_s: float = 0.0, **fields: object) -> Path:
+    config = {
+        "run_id": "bad-input", "store": str(tmp_path / "store.db"), "metrics_path": str(tmp_path / "metrics.jsonl"),
+        "max_in_flight": 16, "policy": {"kind": "import", "factory": "tests.orchestrator.fakes:echo_gateway"},
+        "tasks": [{"name": "echo", "env_id": "tests.orchestrator.fakes:gymfleet-test/SlowEcho-v0",
+                   "env_kwargs": {"n_instances": n_instances, "step_delay_s": step_delay_s}, "group_size": 4}],
+        **fields,
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def gymfleet(*args: str, cwd: Path = ROOT, mounts: str = "") -> subprocess.CompletedProcess[str]:
+    """Runs the real ``gymfleet`` entry point; with ``mounts``, in a private mount namespace
+    (``unshare -m``) where that shell text runs first and ``"$@"`` is the command."""
+    cmd = [sys.executable, "-m", "gymfleet.cli", *args]
+    if mounts:
+        cmd = ["unshare", "-m", "sh", "-c", mounts, "sh", *cmd]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    """Runs ``gymfleet`` in this process (typer's runner): faster than a subprocess where the
+    command needs no mount namespace of its own."""
+    result = CliRunner().invoke(app, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit 2, no traceback, and exactly one line starting ``error:`` holding ``needles``."""
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "╭" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, done.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Iterator[str]:
+    """A PostgreSQL database of this test's own (dropped afterwards), as a store URL."""
+    admin = make_url(pg_url).set(drivername="postgresql")
+    name = f"gymfleet_cli_{uuid.uuid4().hex[:10]}"
+    psql = ["psql", "-q", "-h", admin.host or "127.0.0.1", "-p", str(admin.port or 5432), "-U", admin.username or "",
+            admin.database or ""]
+    env = {**os.environ, "PGPASSWORD": admin.password or ""}
+    subprocess.run([*psql, "-c", f"CREATE DATABASE {name}"], check=True, env=env, capture_output=True)
+    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    subprocess.run([*psql, "-c", f"DROP DATABASE {name} WITH (FORCE)"], env=env, capture_output=True)
+
+
+def needs_root_mounts() -> None:
+    require(os.geteuid() == 0 and shutil.which("unshare") is not None, "root and unshare",
+            "run the tests as root (a private mount namespace stands in for a full or read-only disk)")
+
+
+@pytest.mark.parametrize("command", ["collect", "train"])
+def test_binary_garbage_config(tmp_path: Path, command: str) -> None:
+    garbage = tmp_path / "garbage.yaml"
+    garbage.write_bytes(bytes(range(256)) * 8)
+    assert_one_line_error(invoke(command, str(garbage)), "is not text", str(garbage))
+
+
+def test_braces_in_a_store_url_are_the_users_text(tmp_path: Path) -> None:
+    config = run_config(tmp_path, store=str(tmp_path / "st{o}re-{run_id}.db"))
+    done = invoke("collect", str(config), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "st{o}re-bad-input.db").exists()  # {run_id} filled in, nothing else touched
+
+
+def test_train_with_a_bad_store_url(tmp_path: Path) -> None:
+    config = tiny_train_config(tmp_path, "bad-store")
+    done = invoke("train", str(config), "--set", "store=nosuchdb://alice:s3cret@db/{x}", "--no-progress")
+    line = assert_one_line_error(done, "store URL", "postgresql://")
+    assert "s3cret" not in done.stderr + done.stdout and "alice:***@" in line
+    assert not (tmp_path / "report" / "report.json").exists()  # nothing ran, nothing to report
+
+
+@pytest.mark.postgres
+def test_collect_never_prints_the_database_password(tmp_path: Path, pg_database: str) -> None:
+    done = invoke("collect", str(run_config(tmp_path, store=pg_database)), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    url = make_url(pg_database)
+    assert f":{url.password}@" not in done.stdout + done.stderr
+    assert f"{url.username}:***@" in done.stderr.strip().splitlines()[-1], done.stderr
+
+
+@pytest.mark.postgres
+def test_read_only_runs_folder_with_a_postgresql_store(tmp_path: Path, pg_database: str) -> None:
+    needs_root_mounts()
+    (tmp_path / "runs").mkdir()
+    config = run_config(tmp_path, store=pg_database, metrics_path="runs/{run_id}/metrics.jsonl")
+    done = gymfleet("collect", str(config), "--no-progress", cwd=tmp_path,
+                    mounts=f'mount --bind -o ro {tmp_path}/runs {tmp_path}/runs && exec "$@"')
+    assert_one_line_error(done, "cannot write runs/bad-input", "Read-only file system")
+
+
+def test_a_disk_that_fills_mid_run_stops_with_one_line_and_resume_finishes(tmp_path: Path) -> None:
+    needs_root_mounts()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    n_instances = 300  # 1,200 rollouts; the 700 KiB disk holds about 150
+    config = run_config(disk, n_instances=n_instances, step_delay_s=0.01, max_in_flight=32)
+    # the tmpfs lives in the command's own mount namespace: copy what it left before it goes
+    saved = tmp_path / "run.yaml"
+    shutil.copy(config, saved)
+    done = gymfleet("collect", str(saved), "--no-progress",
+                    mounts=f'mount -t tmpfs -o size=700k tmpfs {disk} && "$@"; rc=$?; cp -a {disk} {tmp_path}/left; exit $rc')
+    assert_one_line_error(done, "cannot write any more", "database or disk is full", "run the same command again")
+    left = tmp_path / "left"
+    with sqlite3.connect(left / "store.db") as conn:
+        kept = conn.execute("SELECT count(*) FROM trajectories WHERE status = 'ok'").fetchone()[0]
+    assert kept > 0  # what was written survived
+    resumed = run_config(left, n_instances=n_instances)
+    done = invoke("collect", str(resumed), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(left / "store.db") as conn:
+        assert conn.execute("SELECT count(*) FROM trajectories WHERE status = 'ok'").fetchone()[0] == n_instances * 4
+
+
+def test_an_adapter_every_replica_refuses_still_writes_the_report(tmp_path: Path) -> None:
+    from gymfleet.trainer import AdapterBucket
+
+    config = tiny_train_config(tmp_path, "refused",
+                               policy={"kind": "import", "factory": "tests.orchestrator.fakes:adapter_refusing_gateway"})
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    AdapterBucket(str(tmp_path / "bucket"), "refused").publish(1, adapter, {"step": 1})
+    done = invoke("train", str(config), "--no-progress")
+    assert_one_line_error(done, "failed to load on every replica", "report")
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["run_status"] == "failed" and "failed to load on every replica" in report["error"]

@@ -1,0 +1,66 @@
+"""A learner restarted on a bucket a crash or a tamperer left behind (real embedded model): a
+stale LATEST, then a corrupt newest version, then nothing that loads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from gymfleet.trainer.bucket import AdapterBucket, version_name
+from gymfleet.trainer.errors import BucketError
+from gymfleet.trainer.learner import Learner, LearnerConfig
+from gymfleet.trainer.learner_state import STATE_FILE
+from tests.trainer.test_learner import MemoryGroupSource
+
+pytestmark = pytest.mark.model
+
+CONFIG = LearnerConfig(lora_rank=1, lora_alpha=4, groups_per_step=1, micro_batch_size=1,
+                       target_modules=["q_proj", "v_proj"])
+
+
+async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    bucket = AdapterBucket(str(tmp_path / "bucket"), "run")
+    root = tmp_path / "bucket" / "run" / "adapters"
+    source = MemoryGroupSource({})
+    first = Learner(CONFIG, source, bucket)
+    for step, groups in ((3, ["g1"]), (6, ["g2"])):
+        first.step, first._pending = step, list(groups)
+        await first.publish()
+    assert not (root / version_name(2) / "learner_state.pt").exists()
+    assert (root / version_name(2) / STATE_FILE).exists()
+
+    # A crash between the commit of v2 and the LATEST update: v2 wins, its groups are acked.
+    (root / "LATEST").write_text("1")
+    source.acked.clear()
+    second = Learner(CONFIG, source, bucket, claimer="learner-2")
+    assert await second.resume()
+    assert (second.version, second.step) == (2, 6) and source.acked == {"g2"}
+    second._pending = ["g3"]
+    assert await second.publish() == 3  # before: resumed at v1, then every publish of v2 failed
+
+    # v3's optimiser state is damaged, its manifest rewritten to match (a tamperer): skipped with
+    # a warning when it fails to load, v2 resumes, v3 stays for people to look at.
+    junk = b"\x10\x00\x00\x00\x00\x00\x00\x00{not json"
+    (root / version_name(3) / STATE_FILE).write_bytes(junk)
+    meta = json.loads((root / version_name(3) / "meta.json").read_text())
+    meta["files"][STATE_FILE] = {"size": len(junk), "sha256": hashlib.sha256(junk).hexdigest()}
+    (root / version_name(3) / "meta.json").write_text(json.dumps(meta))
+    source.acked.clear()
+    with caplog.at_level(logging.WARNING):
+        third = Learner(CONFIG, source, bucket, claimer="learner-3")
+        assert await third.resume()
+    assert (third.version, third.step) == (2, 6) and source.acked == {"g2"}
+    assert "not resuming from adapter v3" in caplog.text
+    assert (root / version_name(3) / "COMMITTED").exists()
+
+    # Nothing loads any more: a one-line error names the versions, nothing is deleted.
+    for version in (1, 2):
+        (root / version_name(version) / "adapter_model.safetensors").write_bytes(b"junk")
+    with pytest.raises(BucketError, match=r"none of the committed adapters \[1, 2, 3\]"):
+        await Learner(CONFIG, source, bucket, claimer="learner-4").resume()
+    assert bucket.versions() == [1, 2, 3]
