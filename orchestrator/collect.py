@@ -61,7 +61,9 @@ async def collect(
     factories = {t.name: env_factory(t) for t in config.tasks}
     instances = {t.name: await resolve_instances(t, factories[t.name]) for t in config.tasks}
     watcher = ConfigWatcher(config_path, overrides or []) if config_path else None
-    async with await TrajectoryStore.open(config.store) as store, open_gateway(config.policy, config.run_id) as gateway:
+    async with await TrajectoryStore.open(config.store) as store, open_gateway(
+        config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling
+    ) as gateway:
         with MetricsWriter(config.metrics_path) as metrics:
             scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
                                   reload_config=watcher)

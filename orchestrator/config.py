@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.orchestrator.parity import ParityConfig
 from gymfleet.orchestrator.records import SamplingParams
 
 
@@ -79,8 +80,11 @@ class PolicyConfig(_Strict):
     """Model name or path; None: the embedded SmolLM2-135M-Instruct."""
     engines: list[dict[str, Any]] = Field(default_factory=list)
     """Engine replicas behind the router: ``{kind: transformers, max_batch_size: 16, ...}``
-    (TransformersEngineConfig fields) or ``{kind: vllm, base_url: http://host:8000, model: NAME}``
-    (VLLMEngineConfig fields); empty: one in-process TransformersEngine."""
+    (TransformersEngineConfig fields), ``{kind: vllm, base_url: http://host:8000, model: NAME}``
+    or ``{kind: vllm, launch: true, replicas: 2}`` (VLLMEngineConfig fields; docs/vllm.md);
+    empty: one in-process TransformersEngine."""
+    parity: ParityConfig = Field(default_factory=ParityConfig)
+    """The start-up train/inference parity check of HTTP replicas (bound, refuse or warn)."""
     adapter: str | None = None
     """A PEFT adapter folder to sample from (published as version ``options.adapter_version``,
     default 1); None: the base model."""

@@ -74,6 +74,8 @@ class TrainConfig(BaseModel):
         self.learner = self.learner.model_copy(update={"temperature": temperature, "top_p": top_p})
         if self.run.max_staleness is None:
             self.run.max_staleness = self.learner.max_staleness
+        # the start-up parity check scores replicas in the learner's own dtype
+        self.run.policy.parity.dtype = self.learner.model.dtype
         return self
 
 

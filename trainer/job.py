@@ -168,7 +168,9 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     factories = {t.name: env_factory(t) for t in run.tasks}
     instances = {t.name: await resolve_instances(t, factories[t.name]) for t in run.tasks}
     exitcode = None
-    async with await TrajectoryStore.open(run.store) as store, open_gateway(run.policy, run.run_id) as gateway:
+    async with await TrajectoryStore.open(run.store) as store, open_gateway(
+        run.policy, run.run_id, max_staleness=run.max_staleness, sampling=run.tasks[0].sampling
+    ) as gateway:
         with MetricsWriter(run.metrics_path) as metrics:
             scheduler = Scheduler(cfg.run, store, gateway, factories, instances, metrics=metrics)
             await job.hot_load(gateway)  # a resumed run starts from its newest version
