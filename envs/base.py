@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from collections.abc import Coroutine, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import gymnasium
 from gymnasium import spaces
+
+if TYPE_CHECKING:
+    from gymfleet.envs.resources import EnvResources
 
 T = TypeVar("T")
 
@@ -99,21 +103,76 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
         artifacts_kwarg: the constructor keyword that takes a folder for pictures a person
             would look at (screenshots, renders), or None; `gymfleet rollout --artifacts-dir`
             fills it in.
+        requires: what the env needs from the machine, by name (``sandbox``, ``docker``,
+            ``local``, ``chromium``: see :data:`gymfleet.envs.needs.NEEDS`); a run leaves out,
+            with the reason, a task whose needs are missing.
+
+    Args:
+        resources: the process's shared :class:`~gymfleet.envs.resources.EnvResources`
+            (sandbox pools, Chromium, harnesses); None: the env opens private ones when it first
+            needs them and closes them in ``close``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     noop_action: ClassVar[str] = ""
     artifacts_kwarg: ClassVar[str | None] = None
+    requires: ClassVar[frozenset[str]] = frozenset()
 
     observation_space: TextSpace = TextSpace()
     action_space: TextSpace = TextSpace()
 
-    def __init__(self) -> None:
+    def __init__(self, resources: EnvResources | None = None) -> None:
         super().__init__()
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._resources = resources
+        self._own_resources: AsyncExitStack | None = None
+
+    @classmethod
+    def requirements(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
+        """What an env made with ``kwargs`` needs (``requires``, plus what the arguments
+        choose, e.g. ``sandbox: docker``). Called before any env is made."""
+        return cls.requires
+
+    # ---- resources ---------------------------------------------------------------------
+
+    @property
+    def resources(self) -> EnvResources | None:
+        """The resources the env uses now: shared ones given to it, its private ones once
+        opened, else None."""
+        return getattr(self, "_resources", None)
+
+    def attach_resources(self, resources: EnvResources) -> None:
+        """Gives an env made without them the shared resources (``make_agent_env`` does this
+        for plugins whose constructor does not take ``resources``). No effect on an env that
+        already has resources."""
+        if getattr(self, "_resources", None) is None:
+            self._resources = resources
+
+    async def env_resources(self) -> EnvResources:
+        """The shared resources given to the env, else private ones opened now (once)."""
+        if self._resources is None:
+            stack = AsyncExitStack()
+            self._resources = await stack.enter_async_context(self.open_private_resources())
+            self._own_resources = stack
+        return self._resources
+
+    def open_private_resources(self) -> AbstractAsyncContextManager[EnvResources]:
+        """The resources of an env used alone: probed lazily, and keeping no idle sandbox, so
+        that an episode's sandbox closes when it ends."""
+        from gymfleet.envs.resources import EnvResources, ResourcesConfig
+
+        return EnvResources.open(ResourcesConfig.private(), probe=())
+
+    async def close_resources(self) -> None:
+        """Closes private resources (shared ones are the caller's). Subclasses' ``close_async``
+        calls it last. Idempotent."""
+        stack, self._own_resources = self._own_resources, None
+        if stack is not None:
+            self._resources = None
+            await stack.aclose()
 
     # ---- the async core, implemented by subclasses -------------------------------------
 
@@ -176,8 +235,14 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
         return 0.0, {"ended_by_caller": reason}
 
     @abstractmethod
-    def gold_policy(self) -> Policy:
-        """A scripted policy that solves the current instance (earns reward 1)."""
+    def gold_policy(self, instance_id: str | None = None) -> Policy:
+        """A scripted policy that solves ``instance_id`` (earns reward 1). Stateless: works
+        before any reset; None means the current episode's instance.
+
+        Raises:
+            KeyError: unknown ``instance_id``.
+            RuntimeError: ``instance_id`` is None and no episode has started.
+        """
 
     # ---- the sync Gymnasium API, driven on a private loop ------------------------------
 

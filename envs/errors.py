@@ -1,8 +1,9 @@
 """Errors raised by gymfleet.envs.
 
-Class tree::
+Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is drawn in
+``gymfleet/core/errors.py``)::
 
-    GymfleetEnvError
+    GymfleetEnvError                  = gymfleet.core.errors.EnvError
     ├── SandboxError                  a sandbox could not be used (infrastructure)
     │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)
     │   ├── SandboxStartError         a sandbox did not start (image missing, limits refused)
@@ -10,6 +11,7 @@ Class tree::
     │   └── SandboxFileError          put_file / get_file failed (path missing, not a file)
     ├── ImageBuildError               `gymfleet images build` failed
     ├── UnknownEnvError               an env id that is not registered (lists the known ids)
+    ├── EnvCheckError                 an env breaks the contract (`check_env`; says what to fix)
     └── TaskError                     a task folder or instance is malformed
 
 A malformed *action* is never an exception: the env answers it with an observation.
@@ -17,13 +19,15 @@ A malformed *action* is never an exception: the env answers it with an observati
 
 from __future__ import annotations
 
+from gymfleet.core.errors import EnvError, SandboxError
 
-class GymfleetEnvError(Exception):
-    """Base class of every error raised by gymfleet.envs."""
+GymfleetEnvError = EnvError
+"""Base class of every error raised by gymfleet.envs (the env boundary's root)."""
 
-
-class SandboxError(GymfleetEnvError):
-    """A sandbox could not be used; an infrastructure failure, never the policy's fault."""
+__all__ = [
+    "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxError", "SandboxFileError",
+    "SandboxStartError", "SandboxUnavailableError", "TaskError", "UnknownEnvError", "EnvCheckError",
+]
 
 
 class SandboxUnavailableError(SandboxError):
@@ -51,6 +55,11 @@ class UnknownEnvError(GymfleetEnvError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class EnvCheckError(GymfleetEnvError, AssertionError):
+    """An env breaks the env contract (raised by ``check_env``); the message names the env, the
+    instance, the rule and the fix. Also an AssertionError, as Gymnasium's checker raises."""
 
 
 class TaskError(GymfleetEnvError):

@@ -14,13 +14,17 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import inspect
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import UnknownEnvError
+
+if TYPE_CHECKING:
+    from gymfleet.envs.resources import EnvResources
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +125,9 @@ def _loads_agent_env(entry_point: str) -> bool:
 def make(env_id: str, **kwargs: Any) -> gymnasium.Env[str, str]:
     """``gymnasium.make`` after loading plugins, with a clear error for unknown ids.
 
+    ``make(env_id, resources=resources)`` gives a gymfleet env the run's shared
+    :class:`~gymfleet.envs.resources.EnvResources`.
+
     Raises:
         UnknownEnvError: ``env_id`` is not registered; the message lists the known ids and
             the closest matches.
@@ -169,17 +176,35 @@ def env_class(env_id: str) -> type[AgentEnv]:
     return entry_point
 
 
-def make_agent_env(env_id: str, **kwargs: Any) -> AgentEnv:
+def make_agent_env(env_id: str, resources: EnvResources | None = None, **kwargs: Any) -> AgentEnv:
     """The unwrapped :class:`AgentEnv` behind ``env_id``, for async callers.
+
+    Args:
+        env_id: a registered id.
+        resources: the process's shared :class:`~gymfleet.envs.resources.EnvResources`; None:
+            the env opens private ones when it needs them (and closes them in ``close``).
+        **kwargs: the env's own arguments.
 
     Raises:
         UnknownEnvError: as :func:`make`.
         TypeError: the id is registered but is not an AgentEnv.
     """
-    env = make(env_id, **kwargs).unwrapped
+    takes = resources is not None and _takes_resources(env_id)
+    env = make(env_id, **({"resources": resources} if takes else {}), **kwargs).unwrapped
     if not isinstance(env, AgentEnv):
         raise TypeError(f"{env_id} is a {type(env).__name__}, not a gymfleet AgentEnv")
+    if resources is not None and not takes:
+        env.attach_resources(resources)  # a plugin whose constructor does not take them
     return env
+
+
+def _takes_resources(env_id: str) -> bool:
+    """True when the env's constructor has a ``resources`` parameter."""
+    try:
+        cls = env_class(env_id)
+    except TypeError:  # an entry point that is a factory function, not a class
+        return False
+    return "resources" in inspect.signature(cls).parameters
 
 
 # Importing this module registers the built-in envs and the installed plugins' with Gymnasium

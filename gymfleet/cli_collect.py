@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.orchestrator.collect import collect
+from gymfleet.run.collection import collect
 from gymfleet.orchestrator.config import load_run_config
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.loop import run_loop
@@ -50,5 +50,5 @@ def collect_command(
     )
     for message in outcome.quarantined.values():
         console.print(Text("quarantined: ", style="red") + Text(message))
-    if outcome.status.value != "completed":
+    if not outcome.status.finished:
         raise typer.Exit(3)

@@ -1,4 +1,4 @@
-"""`gymfleet envs list` and `gymfleet rollout`: look at envs and play scripted policies in them."""
+"""`gymfleet envs list|check` and `gymfleet rollout`: look at envs, check their contract, play scripted policies."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
+from gymfleet.envs.base import ConstantPolicy, Policy
+from gymfleet.envs.check import check_env
 from gymfleet.envs.episode import Episode, run_episode
-from gymfleet.envs.errors import GymfleetEnvError
+from gymfleet.envs.errors import EnvCheckError, GymfleetEnvError
 from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
@@ -28,6 +29,38 @@ def list_command(
     """Lists every registered gymfleet env id."""
     for env_id in list_envs(namespace):
         typer.echo(env_id)
+
+
+@envs_app.command("check")
+def check_command(
+    env_id: Annotated[str, typer.Argument(help="Env id, e.g. gymfleet/Terminal-v0 or mypkg/Thing-v0.")],
+    n_instances: Annotated[int, typer.Option("--instances", min=1, help="Instances to play.")] = 2,
+    instance: Annotated[list[str] | None, typer.Option(help="Play this instance (repeatable).")] = None,
+    env_arg: Annotated[
+        list[str] | None, typer.Option("--env-arg", help="KEY=VALUE passed to the env (repeatable).")
+    ] = None,
+) -> None:
+    """Checks the env contract: types, gold earns 1, no-op earns 0, close releases everything."""
+    kwargs = _env_kwargs(env_arg)
+    try:
+        report = check_env(env_id, env_kwargs=kwargs, n_instances=n_instances, instance_ids=instance)
+    except EnvCheckError as exc:
+        console.print(f"[red]contract broken:[/] {exc}", markup=True, highlight=False)
+        raise typer.Exit(1) from None
+    except (GymfleetEnvError, ValidationError, KeyError) as exc:  # bad env id or env argument
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+    console.print(f"[green]ok[/] {env_id}: {report.n_instances} instance(s), gold earned 1 and no-op 0 "
+                  f"on each ({', '.join(report.gold_rewards)}), close left nothing ({report.duration_s:.1f} s)",
+                  highlight=False)
+
+
+def _env_kwargs(env_arg: list[str] | None) -> dict[str, str]:
+    bad = [item for item in (env_arg or []) if "=" not in item]
+    if bad:
+        raise typer.BadParameter(f"{bad[0]!r} is not KEY=VALUE, e.g. --env-arg sandbox=local", param_hint="--env-arg")
+    return dict(item.split("=", 1) for item in (env_arg or []))
 
 
 class PolicyName(str, Enum):
@@ -50,10 +83,7 @@ def rollout(
     ] = "runs/rollouts",
 ) -> None:
     """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
-    bad = [item for item in (env_arg or []) if "=" not in item]
-    if bad:
-        raise typer.BadParameter(f"{bad[0]!r} is not KEY=VALUE, e.g. --env-arg sandbox=local", param_hint="--env-arg")
-    kwargs = dict(item.split("=", 1) for item in (env_arg or []))
+    kwargs: dict[str, str] = _env_kwargs(env_arg)
     try:
         kwarg = env_class(env).artifacts_kwarg
         if kwarg:
@@ -80,7 +110,7 @@ async def _rollouts(
         episodes = []
         for i in range(n):
             instance_id = ids[i % len(ids)]
-            policy: Policy = _GoldOfEpisode(env) if policy_name is PolicyName.gold else ConstantPolicy(
+            policy: Policy = env.gold_policy(instance_id) if policy_name is PolicyName.gold else ConstantPolicy(
                 env.noop_action
             )
             episodes.append(
@@ -89,19 +119,6 @@ async def _rollouts(
         return episodes
     finally:
         await env.close_async()
-
-
-class _GoldOfEpisode:
-    """The env's gold policy for the episode run_episode has just reset (no second reset)."""
-
-    def __init__(self, env: AgentEnv) -> None:
-        self.env = env
-        self.inner: Policy | None = None
-
-    async def act(self, observation: str) -> str:
-        if self.inner is None:
-            self.inner = self.env.gold_policy()
-        return await self.inner.act(observation)
 
 
 def _episode_json(ep: Episode) -> dict:

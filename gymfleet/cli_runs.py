@@ -15,7 +15,7 @@ from rich.table import Column, Table
 from rich.text import Text
 from sqlalchemy.engine import make_url
 
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.engine import normalise_url
 from gymfleet.orchestrator.store.errors import StoreError

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.orchestrator.engines.model_loading import ModelSource
+from gymfleet.core.models import ModelSpec
 
 if TYPE_CHECKING:
     from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer
@@ -56,7 +56,7 @@ def serve(
     from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 
     config = TransformersEngineConfig(
-        name=name or f"{host}:{port}", source=ModelSource(model=model, gguf_file=gguf_file),
+        name=name or f"{host}:{port}", source=ModelSpec(name_or_path=model, gguf_file=gguf_file),
         max_batch_size=max_batch_size, batch_window_ms=batch_window_ms, max_adapters=max_adapters,
         max_context_tokens=max_context_tokens, n_threads=threads,
     )
@@ -68,14 +68,14 @@ def _serve_vllm(model: str, **flags: Any) -> None:
     """Starts a supervised vLLM server, prints where it listens, and stops it on SIGINT/SIGTERM."""
     from pydantic import ValidationError
 
-    from gymfleet.orchestrator.config import validation_problems
+    from gymfleet.core.strict import validation_problems
     from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
-    from gymfleet.orchestrator.engines.model_loading import resolve
+    from gymfleet.core.models import resolve_model_dir
     from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer, VLLMServerConfig
 
     try:
         config = VLLMServerConfig(model=None if model == "embedded" else model, **flags)
-        server = VLLMServer(config, model_dir=resolve(ModelSource(model=model))[0])
+        server = VLLMServer(config, model_dir=resolve_model_dir(ModelSpec(name_or_path=model)))
         asyncio.run(_run_until_signal(server))
     except ValidationError as exc:
         console.print(Text("error: ", style="red") + Text(f"vllm server flags: {validation_problems(exc)}"), soft_wrap=True)

@@ -24,8 +24,8 @@ def train_command(
     progress: Annotated[bool, typer.Option(help="Show the live progress table.")] = True,
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
-    from gymfleet.trainer.config import load_train_config
-    from gymfleet.trainer.job import train
+    from gymfleet.run.config import load_train_config
+    from gymfleet.run.job import train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -36,7 +36,7 @@ def train_command(
         raise typer.Exit(2) from exc
     r = outcome.report
     console.print(
-        f"run {r['run_id']} ({r['mode']}): {r['n_steps']} learner steps this start (last step {r['last_step']}), "
+        f"run {r['run_id']} ({r['mode']}): {r['run_status']}, {r['n_steps']} learner steps this start (last step {r['last_step']}), "
         f"policy v{r['final_version']}, {r['wall_s']:.0f} s; learner idle {r['learner_idle_fraction']:.0%}, "
         f"generation idle {r['generation_idle_fraction']:.0%}",
         markup=False, highlight=False,

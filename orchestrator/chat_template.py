@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gymfleet.orchestrator.engines.errors import ChatTemplateError
-from gymfleet.orchestrator.records import Message
+from gymfleet.core.records import Message
 
 PROBE_CONVERSATION = [
     Message("system", "You solve tasks in a terminal."),

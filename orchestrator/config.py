@@ -1,7 +1,9 @@
 """The run config: one YAML file describing tasks, concurrency, staleness, policy and store.
 
 Loaded by :func:`load_run_config` with ``KEY.PATH=VALUE`` command-line overrides; the resolved
-config (every default filled in) is written into the run's row in the store.
+config (every default filled in) is written into the run's row in the store. Every model is a
+:class:`~gymfleet.core.strict.StrictModel`: an unknown key at any depth is an error naming the
+nearest valid key.
 """
 
 from __future__ import annotations
@@ -10,18 +12,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
+from gymfleet.core.models import ModelSpec
+from gymfleet.core.records import SamplingParams
+from gymfleet.core.strict import StrictModel, validation_problems
+from gymfleet.envs.resources import ResourcesConfig
+from gymfleet.orchestrator.engines.config import EngineConfig, TransformersEngineConfig
 from gymfleet.orchestrator.parity import ParityConfig
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.orchestrator.router import RouterConfig
+
+__all__ = [
+    "AutoMixConfig", "ConfigError", "PolicyConfig", "RunConfig", "ShutdownConfig", "TaskConfig",
+    "apply_override", "load_run_config", "read_config_document", "validation_problems",
+]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TaskConfig(_Strict):
+class TaskConfig(StrictModel):
     """One task of the mix: an env, which instances, and how to sample them."""
 
     env_id: str
@@ -68,7 +76,7 @@ class TaskConfig(_Strict):
         return self
 
 
-class PolicyConfig(_Strict):
+class PolicyConfig(StrictModel):
     """The policy the rollouts talk to: a gateway over one or more engines."""
 
     kind: str = "embedded"
@@ -76,24 +84,47 @@ class PolicyConfig(_Strict):
     factory: str | None = None
     """``module:callable`` returning a PolicyGateway (or an async context manager of one);
     called with ``options`` as keyword arguments. Used when ``kind: import``."""
-    model: str | None = None
-    """Model name or path; None: the embedded SmolLM2-135M-Instruct."""
-    engines: list[dict[str, Any]] = Field(default_factory=list)
-    """Engine replicas behind the router: ``{kind: transformers, max_batch_size: 16, ...}``
-    (TransformersEngineConfig fields), ``{kind: vllm, base_url: http://host:8000, model: NAME}``
-    or ``{kind: vllm, launch: true, replicas: 2}`` (VLLMEngineConfig fields; docs/vllm.md);
-    empty: one in-process TransformersEngine."""
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    """The base model the engines serve and the learner trains: a name or path (``embedded``,
+    the default, is SmolLM2-135M-Instruct), or a ModelSpec mapping."""
+    engines: list[EngineConfig] = Field(default_factory=list)
+    """Engine replicas behind the router, each told apart by ``kind``:
+    ``{kind: transformers, max_batch_size: 16, ...}`` (TransformersEngineConfig; its ``source``
+    is ``model``), ``{kind: vllm, base_url: http://host:8000, model: NAME}`` or ``{kind: vllm,
+    launch: true, replicas: 2}`` (VLLMEngineConfig; docs/vllm.md); empty: one in-process
+    TransformersEngine."""
     parity: ParityConfig = Field(default_factory=ParityConfig)
     """The start-up train/inference parity check of HTTP replicas (bound, refuse or warn)."""
+    router: RouterConfig | None = None
+    """How the router calls its replicas; None: its defaults (for in-process engines only, no
+    per-request limit: the task's ``turn_timeout_s`` bounds a slow turn)."""
     adapter: str | None = None
-    """A PEFT adapter folder to sample from (published as version ``options.adapter_version``,
-    default 1); None: the base model."""
+    """A PEFT adapter folder to sample from (published as version ``adapter_version``); None:
+    the base model."""
+    adapter_version: int = Field(default=1, ge=1)
+    """The policy version ``adapter`` is published as."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Builder-specific settings: ``router`` (RouterConfig fields), ``adapter_version``; for
-    ``kind: import``, the factory's keyword arguments."""
+    """For ``kind: import``: the factory's keyword arguments."""
+
+    @model_validator(mode="after")
+    def _engines_serve_the_model(self) -> PolicyConfig:
+        engines = []
+        for i, engine in enumerate(self.engines):
+            if isinstance(engine, TransformersEngineConfig):
+                if "source" in engine.model_fields_set and not engine.source.same_weights(self.model):
+                    raise ValueError(
+                        f"engines.{i}.source is {engine.source} but policy.model is {self.model}: every engine "
+                        f"serves policy.model; set policy.model and drop engines.{i}.source")
+                update: dict[str, Any] = {"source": self.model}
+                if "name" not in engine.model_fields_set:
+                    update["name"] = f"local-{i}"
+                engine = engine.model_copy(update=update)
+            engines.append(engine)
+        self.engines = engines
+        return self
 
 
-class AutoMixConfig(_Strict):
+class AutoMixConfig(StrictModel):
     """Automatic task mix: more share to tasks whose groups still disagree."""
 
     enabled: bool = False
@@ -104,7 +135,7 @@ class AutoMixConfig(_Strict):
     """Recent complete groups per task the estimate looks at."""
 
 
-class ShutdownConfig(_Strict):
+class ShutdownConfig(StrictModel):
     """What Ctrl-C / SIGTERM does to in-flight rollouts."""
 
     mode: Literal["finish", "abort"] = "finish"
@@ -113,7 +144,7 @@ class ShutdownConfig(_Strict):
     """Seconds to wait for in-flight rollouts; the rest are aborted (sandboxes released)."""
 
 
-class RunConfig(_Strict):
+class RunConfig(StrictModel):
     """A whole run, loaded from one YAML file."""
 
     run_id: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9._-]+$")
@@ -123,8 +154,12 @@ class RunConfig(_Strict):
     max_in_flight: int = Field(default=1024, ge=1)
     """Global cap on concurrent rollouts."""
     max_staleness: int | None = Field(default=None, ge=0)
-    """Stop admitting while the oldest in-flight rollout's policy version lags the newest
-    published adapter by more than this; None: no bound."""
+    """Most policy versions a sample may lag (:func:`gymfleet.core.records.staleness`: the
+    version now minus the version that generated its oldest token). The learner drops samples
+    staler than this; the scheduler stops admitting while an in-flight rollout already lags the
+    newest loaded version by more (its samples would be dropped). In a training config it is
+    also ``learner.max_staleness`` (set either; two different values are refused). None: no
+    bound (collection)."""
     quarantine_after: int = Field(default=5, ge=1)
     """Consecutive infra_error rollouts of a task that quarantine it."""
     auto_mix: AutoMixConfig = Field(default_factory=AutoMixConfig)
@@ -136,6 +171,9 @@ class RunConfig(_Strict):
     seed: int = 0
     """Base seed; each rollout's sampling seed derives from it and the rollout id."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    """The policy: a gateway over engines serving ``policy.model``."""
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    """The envs' shared resources: sandbox backend, warm pools, the reaper's period."""
     tasks: list[TaskConfig] = Field(..., min_length=1)
 
     @model_validator(mode="after")
@@ -202,11 +240,6 @@ def read_config_document(path: str | Path, overrides: list[str] | None, what: st
     for override in overrides or []:
         apply_override(data, override)
     return data
-
-
-def validation_problems(exc: ValidationError) -> str:
-    """Every bad field of a pydantic error, as ``a.b: message; ...``."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
 
 
 def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:

@@ -1,4 +1,6 @@
-"""Makes the envs of a run's tasks: one fresh env per rollout, from the task's env id."""
+"""Makes the envs of a run's tasks: one env per rollout, from the task's env id, on the run's
+shared :class:`~gymfleet.envs.resources.EnvResources` (so an env is a light object: the sandbox
+comes warm from the pool, the browser context from the one Chromium)."""
 
 from __future__ import annotations
 
@@ -7,16 +9,15 @@ import importlib
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import UnknownEnvError
 from gymfleet.envs.registry import env_class, make_agent_env
+from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator.config import TaskConfig
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.rollout import EnvFactory
 
 
-def env_factory(task: TaskConfig) -> EnvFactory:
-    """A callable making a fresh env for ``task``.
-
-    ``module:env-id`` imports ``module`` first (Gymnasium's convention for ids registered on
-    import); a plain id goes through the gymfleet registry (built-ins and plugins).
+def _agent_env_class(task: TaskConfig) -> type[AgentEnv]:
+    """The env class of ``task`` (importing ``module`` of a ``module:env-id`` first, Gymnasium's
+    convention for ids registered on import).
 
     Raises:
         ConfigError: the module cannot be imported, or the env id is unknown.
@@ -28,15 +29,42 @@ def env_factory(task: TaskConfig) -> EnvFactory:
         except ImportError as exc:
             raise ConfigError(f"task {task.name}: cannot import {module!r} for env id {task.env_id!r}: {exc}") from exc
     try:
-        env_class(env_id)  # an unknown id fails here, before any store or model is opened
+        return env_class(env_id)  # an unknown id fails here, before any store or model is opened
     except (UnknownEnvError, TypeError) as exc:
         raise ConfigError(f"task {task.name}: env_id: {exc}") from exc
-    kwargs = dict(task.env_kwargs)
+
+
+def env_factory(task: TaskConfig, resources: EnvResources | None = None) -> EnvFactory:
+    """A callable making a fresh env for ``task`` (one per rollout).
+
+    Args:
+        task: the task; its ``env_kwargs`` go to the env.
+        resources: the run's shared resources; None: each env opens private ones (tests).
+
+    Raises:
+        ConfigError: as :func:`task_needs`.
+    """
+    _agent_env_class(task)
+    env_id, kwargs = task.registered_id, dict(task.env_kwargs)
 
     def make() -> AgentEnv:
-        return make_agent_env(env_id, **kwargs)
+        return make_agent_env(env_id, resources, **kwargs)
 
     return make
+
+
+def task_needs(task: TaskConfig) -> frozenset[str]:
+    """What ``task``'s env needs from the machine (``AgentEnv.requirements`` of its kwargs).
+
+    Raises:
+        ConfigError: the env id is unknown or its module cannot be imported.
+    """
+    return _agent_env_class(task).requirements(task.env_kwargs)
+
+
+def unmet_needs(task: TaskConfig, resources: EnvResources) -> list[str]:
+    """Why ``task`` cannot run on this machine: one reason per missing need (empty: it can)."""
+    return resources.missing(task_needs(task))
 
 
 def _read_ids(task: TaskConfig) -> list[str]:

@@ -10,15 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
+from gymfleet.core.records import Message, SamplingParams, Trajectory
+from gymfleet.core.strict import StrictModel
 
 
-class GatewayConfig(BaseModel):
+class GatewayConfig(StrictModel):
     """Settings of the policy gateway."""
 
     run_id: str = "run"

@@ -9,7 +9,7 @@ first step, and the ratio band then masks or mis-weights tokens silently.
 
 So when a run starts, the gateway asks each HTTP replica for a short probe generation (base
 model, the run's temperature and top-p), scores the same tokens with the learner's own
-:func:`~gymfleet.orchestrator.engines.logprobs.token_logprobs` on the learner's model and dtype,
+:func:`~gymfleet.core.sampling.token_logprobs` on the learner's model and dtype,
 and reports mean and max ``|Δlogprob|`` and the ratio range ``exp(learner - replica)``. Above
 ``max_abs_delta`` the run refuses to start (or warns, by config), naming the likely cause.
 """
@@ -22,11 +22,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.errors import ParityError
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.orchestrator.records import Generation, Message, SamplingParams
+from gymfleet.core.records import Generation, Message, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,8 @@ PROBE_MESSAGES = [
 """The probe's conversation: ordinary chat, long enough an answer to visit many tokens."""
 
 
-class ParityConfig(BaseModel):
+class ParityConfig(StrictModel):
     """The start-up train/inference parity check (module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
     """Check every HTTP replica (vLLM, ``gymfleet serve``) when the run starts. In-process
@@ -117,7 +116,7 @@ class LearnerScorer:
     def score(self, token_ids: list[int], n_prompt: int, temperature: float, top_p: float) -> list[float]:
         import torch
 
-        from gymfleet.orchestrator.engines.logprobs import token_logprobs
+        from gymfleet.core.sampling import token_logprobs
 
         ids = torch.tensor([token_ids])
         with torch.no_grad():

@@ -3,7 +3,9 @@
 Every builder returns an async context manager yielding a :class:`PolicyGateway`. ``embedded``
 (the default) is the TITO gateway over a router of replicas: in-process TransformersEngines
 (the embedded SmolLM2 unless ``model`` names another) and/or vLLM servers, running or launched
-here; HTTP replicas pass the start-up parity check first. ``import`` calls any ``module:callable`` (which may return a gateway or an async context manager of one),
+here, built by :data:`ENGINE_BUILDERS`; HTTP replicas pass the start-up parity check
+(:mod:`~gymfleet.orchestrator.parity`) first. ``import`` calls any ``module:callable`` (which
+may return a gateway or an async context manager of one),
 so that a deployment can plug its own gateway in without touching gymfleet.
 """
 
@@ -11,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from gymfleet.core.errors import ConfigError
+from gymfleet.core.records import SamplingParams
+from gymfleet.orchestrator.config import PolicyConfig
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
+from gymfleet.orchestrator.protocols import Engine, PolicyGateway
 
-from gymfleet.orchestrator.config import PolicyConfig, validation_problems
-from gymfleet.orchestrator.errors import ConfigError
-from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.records import SamplingParams
 
 def _load(factory: str) -> Callable[..., Any]:
     module, _, attr = factory.partition(":")
@@ -51,62 +55,62 @@ def _checked(gateway: Any, origin: str) -> PolicyGateway:
     return gateway
 
 
-async def _replicas(index: int, spec: dict[str, Any], cfg: PolicyConfig, stack: AsyncExitStack,
-                    max_staleness: int | None) -> list[Any]:
-    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
-    from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
-    from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
+@dataclass
+class _Build:
+    """What an engine builder gets besides its own config."""
 
-    options = {k: v for k, v in spec.items() if k != "kind"}
-    kind = spec.get("kind", "transformers")
-    try:
-        if kind == "transformers":
-            options.setdefault("name", f"local-{index}")
-            options.setdefault("source", {"model": cfg.model or "embedded"})
-            engine_cfg = TransformersEngineConfig.model_validate(options)
-            # Loading weights takes seconds: off the event loop.
-            return [await stack.enter_async_context(await asyncio.to_thread(TransformersEngine, engine_cfg))]
-        if kind == "vllm":
-            return await _vllm_replicas(VLLMEngineConfig.model_validate(options), cfg, stack, max_staleness)
-    except ValidationError as exc:
-        raise ConfigError(f"policy.engines[{index}] ({kind}): {validation_problems(exc)}") from exc
-    except ReplicaLaunchError as exc:
-        raise ConfigError(f"policy.engines[{index}] ({kind}): {exc}") from exc
-    raise ConfigError(f"policy.engines[{index}]: kind {kind!r} unknown; use transformers or vllm")
+    policy: PolicyConfig
+    stack: AsyncExitStack
+    """Closes the replicas (and stops launched servers) when the gateway closes."""
+    max_staleness: int | None
+    """The run's staleness bound (launched vLLM servers get ``max_staleness + 2`` LoRA slots)."""
 
 
-async def _vllm_replicas(engine_cfg: Any, cfg: PolicyConfig, stack: AsyncExitStack, max_staleness: int | None) -> list[Any]:
-    """One client of a running server, or ``replicas`` launched servers (stopped with the stack)."""
-    from gymfleet.orchestrator.engines.model_loading import ModelSource, resolve
+async def _transformers_replicas(cfg: TransformersEngineConfig, build: _Build) -> list[Engine]:
+    from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
+
+    # Loading weights takes seconds: off the event loop.
+    return [await build.stack.enter_async_context(await asyncio.to_thread(TransformersEngine, cfg))]
+
+
+async def _vllm_replicas(cfg: VLLMEngineConfig, build: _Build) -> list[Engine]:
+    """One client of a running server, or ``replicas`` servers launched here (stopped with the stack)."""
+    from gymfleet.core.models import resolve_model_dir
     from gymfleet.orchestrator.engines.vllm import VLLMEngine
     from gymfleet.orchestrator.engines.vllm_launcher import launch_servers
 
-    if not engine_cfg.launch:
-        return [await stack.enter_async_context(VLLMEngine(engine_cfg))]
-    server = engine_cfg.server
-    if max_staleness is not None:  # a version with rollouts in flight must keep its LoRA slot
-        server = server.model_copy(update={"max_loras": max(server.max_loras, max_staleness + 2)})
-    if cfg.model not in (None, "embedded") and server.served_model_name is None:
-        server = server.model_copy(update={"served_model_name": Path(cfg.model).name})
-    model_dir = server.model or (await asyncio.to_thread(resolve, ModelSource(model=cfg.model or "embedded")))[0]
-    servers = await stack.enter_async_context(launch_servers(server, engine_cfg.replicas, model_dir))
-    engines = []
+    if not cfg.launch:
+        return [await build.stack.enter_async_context(VLLMEngine(cfg))]
+    server, model = cfg.server, build.policy.model
+    if build.max_staleness is not None:  # a version with rollouts in flight must keep its LoRA slot
+        server = server.model_copy(update={"max_loras": max(server.max_loras, build.max_staleness + 2)})
+    if not model.is_embedded and server.served_model_name is None:
+        server = server.model_copy(update={"served_model_name": Path(model.name_or_path).name})
+    model_dir = server.model or await asyncio.to_thread(resolve_model_dir, model)
+    servers = await build.stack.enter_async_context(launch_servers(server, cfg.replicas, model_dir))
+    engines: list[Engine] = []
     for i, launched in enumerate(servers):
-        name = f"{engine_cfg.name}-{i}" if engine_cfg.name else launched.base_url
-        client = engine_cfg.model_copy(update={"base_url": launched.base_url, "model": launched.served_model_name, "name": name})
-        engines.append(await stack.enter_async_context(VLLMEngine(client)))
+        name = f"{cfg.name}-{i}" if cfg.name else launched.base_url
+        client = cfg.model_copy(update={"base_url": launched.base_url, "model": launched.served_model_name, "name": name})
+        engines.append(await build.stack.enter_async_context(VLLMEngine(client)))
     return engines
 
 
-async def _check_parity(replicas: list[Any], gateway: Any, cfg: PolicyConfig, sampling: SamplingParams) -> None:
+ENGINE_BUILDERS: dict[str, Callable[[Any, _Build], Awaitable[list[Engine]]]] = {
+    "transformers": _transformers_replicas,
+    "vllm": _vllm_replicas,
+}
+"""Per engine kind (``policy.engines[].kind``), how to start its replicas (several when launched)."""
+
+
+async def _check_parity(replicas: list[Engine], gateway: Any, cfg: PolicyConfig, sampling: SamplingParams) -> None:
     """The start-up parity check of the HTTP replicas (:mod:`gymfleet.orchestrator.parity`)."""
-    from gymfleet.models import ModelSpec, load_causal_lm
+    from gymfleet.core.models import load_causal_lm
     from gymfleet.orchestrator.engines.errors import ParityError
-    from gymfleet.orchestrator.engines.model_loading import ModelSource, resolve
     from gymfleet.orchestrator.parity import PROBE_MESSAGES, LearnerScorer, check_parity
 
-    model_dir, _ = await asyncio.to_thread(resolve, ModelSource(model=cfg.model or "embedded"))
-    model = await asyncio.to_thread(load_causal_lm, ModelSpec(name_or_path=model_dir, dtype=cfg.parity.dtype))
+    learner_model = cfg.model.model_copy(update={"dtype": cfg.parity.dtype})
+    model = await asyncio.to_thread(load_causal_lm, learner_model)
     template = gateway.template
     prompt_ids = template.encode(template.render(PROBE_MESSAGES, add_generation_prompt=True))
     try:
@@ -119,31 +123,37 @@ async def _check_parity(replicas: list[Any], gateway: Any, cfg: PolicyConfig, sa
 async def _gateway_builder(cfg: PolicyConfig, run_id: str, max_staleness: int | None = None,
                            sampling: SamplingParams | None = None) -> AsyncIterator[PolicyGateway]:
     """The TITO gateway over a router of the configured replicas (default: one embedded engine)."""
-    from gymfleet.orchestrator.engines.errors import AdapterPublishError
-    from gymfleet.orchestrator.engines.model_loading import ModelSource, load_tokenizer
+    from gymfleet.core.models import load_tokenizer
+    from gymfleet.orchestrator.engines.errors import AdapterPublishError, ReplicaLaunchError
     from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
     from gymfleet.orchestrator.router import Router, RouterConfig
 
     async with AsyncExitStack() as stack:
-        specs = cfg.engines or [{"kind": "transformers"}]
-        made = [await _replicas(i, spec, cfg, stack, max_staleness) for i, spec in enumerate(specs)]
+        specs = cfg.engines or [TransformersEngineConfig(name="local-0", source=cfg.model)]
+        build = _Build(cfg, stack, max_staleness)
+        made: list[list[Engine]] = []
+        for i, spec in enumerate(specs):
+            try:
+                made.append(await ENGINE_BUILDERS[spec.kind](spec, build))
+            except ReplicaLaunchError as exc:
+                raise ConfigError(f"policy.engines.{i} ({spec.kind}): {exc}") from exc
         replicas = [engine for group in made for engine in group]
-        http = [engine for spec, group in zip(specs, made) if spec.get("kind") == "vllm" for engine in group]
-        # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
-        # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
-        in_process = not http
-        router_options = {"request_timeout_s": 24 * 3600.0} if in_process else {}
-        router_options |= cfg.options.get("router", {})
-        router = await stack.enter_async_context(Router(replicas, RouterConfig(**router_options)))
+        http = [e for spec, group in zip(specs, made) if isinstance(spec, VLLMEngineConfig) for e in group]
+        router_cfg = cfg.router
+        if router_cfg is None:
+            # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
+            # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
+            router_cfg = RouterConfig(request_timeout_s=24 * 3600.0) if not http else RouterConfig()
+        router = await stack.enter_async_context(Router(replicas, router_cfg))
         tokenizer = getattr(replicas[0], "tokenizer", None)
         if tokenizer is None:
-            tokenizer = await asyncio.to_thread(load_tokenizer, ModelSource(model=cfg.model or "embedded"))
+            tokenizer = await asyncio.to_thread(load_tokenizer, cfg.model)
         gateway = Gateway(tokenizer, router, GatewayConfig(run_id=run_id))
         if cfg.parity.enabled and http:
             await _check_parity(http, gateway, cfg, sampling or SamplingParams())
         if cfg.adapter:
             try:
-                await gateway.publish_adapter(int(cfg.options.get("adapter_version", 1)), cfg.adapter)
+                await gateway.publish_adapter(cfg.adapter_version, cfg.adapter)
             except AdapterPublishError as exc:
                 raise ConfigError(
                     f"policy.adapter {cfg.adapter!r}: {exc}; pass a folder holding a PEFT adapter "

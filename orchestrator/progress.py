@@ -11,7 +11,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.core.records import RolloutStatus, Trajectory
 
 THROUGHPUT_WINDOW_S = 60.0
 FAILURES = (RolloutStatus.policy_error, RolloutStatus.env_error, RolloutStatus.infra_error)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from gymfleet.orchestrator.records import Generation, Message, SamplingParams, Trajectory
+from gymfleet.core.records import Generation, Message, SamplingParams, Trajectory
 
 
 @runtime_checkable

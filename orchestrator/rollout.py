@@ -33,7 +33,7 @@ from gymfleet.envs.errors import SandboxError
 from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
-from gymfleet.orchestrator.records import Message, RolloutStatus, SamplingParams, Trajectory
+from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.orchestrator.store.codec import json_safe
 
 EnvFactory = Callable[[], AgentEnv]

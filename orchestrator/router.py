@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 from uhashring import HashRing
 
 from gymfleet.orchestrator.engines.errors import (
@@ -26,13 +26,14 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaTimeoutError,
 )
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.orchestrator.records import Generation, SamplingParams
+from gymfleet.core.records import Generation, SamplingParams
+from gymfleet.core.strict import StrictModel
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class RouterConfig(BaseModel):
+class RouterConfig(StrictModel):
     """How the router watches and calls its replicas."""
 
     vnodes: int = Field(default=160, ge=1)

@@ -21,7 +21,7 @@ from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
 from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.records import RolloutStatus, SamplingParams, Trajectory
+from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
 from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
@@ -87,14 +87,21 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._abort = asyncio.Event()
         self._stopping = False
+        self._budget_spent = False
         self.group_budget: int | None = None
         """Groups still to start (lock-step training hands out one step's worth at a time);
         None: unbounded. Samples of groups already started are admitted regardless."""
 
     # ---- control -------------------------------------------------------------------
 
-    def request_stop(self) -> None:
-        """Stops admission (first call); aborts every in-flight rollout (second call)."""
+    def request_stop(self, *, budget_spent: bool = False) -> None:
+        """Stops admission (first call); aborts every in-flight rollout (second call).
+
+        Args:
+            budget_spent: the run stops because its budget is spent (the caller's training
+                budget): it ends ``completed (budget)``, not ``interrupted``.
+        """
+        self._budget_spent = self._budget_spent or budget_spent
         if self._stopping:
             log.warning("second stop request: aborting %d in-flight rollouts", len(self._tasks))
             self._abort.set()
@@ -159,9 +166,11 @@ class Scheduler:
         return outcome
 
     def _final_status(self) -> RunStatus:
-        if self._stopping or any(w.quarantined for w in self.work.values()):
+        if any(w.quarantined for w in self.work.values()):
             return RunStatus.interrupted
-        return RunStatus.completed
+        if self._budget_spent:
+            return RunStatus.completed_budget
+        return RunStatus.interrupted if self._stopping else RunStatus.completed
 
     async def _admit_loop(self) -> None:
         while not self._stopping:
@@ -195,7 +204,7 @@ class Scheduler:
         bound = self.config.max_staleness
         if bound is None or not self.versions:
             return False
-        return self.gateway.policy_version - min(self.versions) > bound
+        return staleness(self.gateway.policy_version, min(self.versions)) > bound
 
     async def _wait(self, timeout_s: float) -> None:
         try:

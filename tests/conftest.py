@@ -111,6 +111,6 @@ def lora_dirs(smollm_model: Any, tmp_path_factory: pytest.TempPathFactory) -> li
 
 
 def _load(what: str) -> Any:
-    from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
+    from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
 
-    return (load_model if what == "model" else load_tokenizer)(ModelSource())
+    return (load_causal_lm if what == "model" else load_tokenizer)(ModelSpec())

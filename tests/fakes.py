@@ -47,5 +47,5 @@ class EchoEnv(AgentEnv):
     async def close_async(self) -> None:
         self.closed = True
 
-    def gold_policy(self) -> Policy:
-        return ScriptedPolicy([self.word])
+    def gold_policy(self, instance_id: str | None = None) -> Policy:
+        return ScriptedPolicy([instance_id or self.word])

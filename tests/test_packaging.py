@@ -47,3 +47,8 @@ def test_wheel_installs_nothing_named_envs_or_trainer(tmp_path: Path) -> None:
     assert not tops & {"envs", "trainer", "orchestrator", "tests", "benchmarks"}, tops
     names = zipfile.ZipFile(wheel).namelist()
     assert "gymfleet/envs/base.py" in names and "gymfleet/envs/registry.py" in names
+    assert {"gymfleet/core/errors.py", "gymfleet/core/records.py", "gymfleet/core/sampling.py"} <= set(names)
+
+
+def test_core_is_declared() -> None:
+    assert "gymfleet.core" in _declared_packages()

@@ -1,0 +1,26 @@
+"""The learner: GRPO loss, batching, the learner loop and its process, the adapter bucket.
+
+It depends on :mod:`gymfleet.core` and the trajectory store only. Code outside this package
+imports the names below from ``gymfleet.trainer`` (loaded on first use, so that importing the
+bucket does not import torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AdapterBucket": "bucket", "Bucket": "bucket", "PublishedAdapter": "bucket", "BucketError": "errors", "TrainError": "errors",
+    "GroupSource": "learner", "Learner": "learner", "LearnerConfig": "learner", "StepMetrics": "learner",
+    "StoreGroupSource": "source", "PID_FILE": "worker", "STEPS_FILE": "worker", "WorkerArgs": "worker", "learner_process": "worker",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gymfleet.trainer' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gymfleet.trainer.{module}"), name)

@@ -1,8 +1,8 @@
 """From claimed groups of trajectories to the padded tensors one learner step trains on.
 
-Rules (DESIGN.md, Learner): samples that failed for infrastructure reasons (any status whose
+Rules (docs/design.md, Learner): samples that failed for infrastructure reasons (any status whose
 ``trains`` is False) never reach the loss; samples whose oldest generated token's policy
-version lags the learner by more than ``max_staleness`` are dropped; a group keeping more than
+version lags the learner by more than ``max_staleness`` (:func:`gymfleet.core.records.staleness`) are dropped; a group keeping more than
 half of its samples is padded back to its size by repeating kept samples (in order), else the
 whole group is dropped. Advantages are computed per group after padding.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gymfleet.orchestrator.records import Trajectory
+from gymfleet.core.records import Trajectory, staleness
 from gymfleet.trainer.loss import group_advantages
 
 
@@ -52,7 +52,7 @@ def repair_groups(
             if not traj.status.trains or traj.n_generated_tokens == 0:
                 stats.samples_not_trainable += 1
                 continue
-            lag = learner_version - max(traj.oldest_version, 0)
+            lag = staleness(learner_version, max(traj.oldest_version, 0))
             if lag > max_staleness:
                 stats.samples_stale += 1
                 continue

@@ -1,6 +1,6 @@
 """The adapter bucket: versioned LoRA adapters (and the learner's state) on any fsspec URL.
 
-Layout (DESIGN.md, AdapterBucket)::
+Layout (docs/design.md, AdapterBucket)::
 
     <bucket>/<run_id>/adapters/v000012/   PEFT files + learner_state.pt + meta.json + COMMITTED
     <bucket>/<run_id>/adapters/LATEST     "12"
@@ -23,14 +23,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import fsspec
 
+from gymfleet.trainer.errors import BucketError
+
 COMMITTED = "COMMITTED"
 LATEST = "LATEST"
 META = "meta.json"
 _VERSION_RE = re.compile(r"^v(\d{6})$")
-
-
-class BucketError(Exception):
-    """A bucket URL cannot be used, or a version is missing or incomplete."""
 
 
 def version_name(version: int) -> str:

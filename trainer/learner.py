@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from gymfleet.models import ModelSpec, load_causal_lm
-from gymfleet.orchestrator.records import Trajectory
+from gymfleet.core.models import ModelSpec, load_causal_lm
+from gymfleet.core.records import ClaimedGroup, Trajectory
+from gymfleet.core.sampling import token_logprobs
+from gymfleet.core.strict import StrictModel
 from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate, repair_groups
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.loss import LossConfig, policy_loss
@@ -33,11 +35,12 @@ log = logging.getLogger(__name__)
 STATE_FILE = "learner_state.pt"
 
 
-class LearnerConfig(BaseModel):
+class LearnerConfig(StrictModel):
     """The learner's settings (written into every published adapter's meta.json)."""
 
     model: ModelSpec = Field(default_factory=ModelSpec)
-    """Base model; the embedded SmolLM2-135M-Instruct by default."""
+    """Base model the adapter is trained for; in a training config, ``policy.model`` (the one
+    the engines serve; a different one is refused)."""
     lora_rank: int = Field(8, ge=1)
     """LoRA rank r (rank 1 works)."""
     lora_alpha: float = 16.0
@@ -63,7 +66,9 @@ class LearnerConfig(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus mass of the rollouts; learner logprobs are taken after the same truncation."""
     max_staleness: int = Field(4, ge=0)
-    """Most policy versions a sample may lag the learner before it is dropped."""
+    """Most policy versions a sample may lag (:func:`gymfleet.core.records.staleness`: the
+    learner's version minus the version that generated the sample's oldest token); staler
+    samples are dropped. In a training config it is the run's ``max_staleness`` too."""
     groups_per_step: int = Field(4, ge=1)
     """Groups per optimiser step."""
     micro_batch_size: int = Field(4, ge=1)
@@ -75,16 +80,6 @@ class LearnerConfig(BaseModel):
     claim_lease_s: float = 900.0
     """Seconds a claim holds before the store hands the group to another learner; must exceed
     ``publish_every`` steps."""
-
-
-@dataclass(frozen=True)
-class ClaimedGroup:
-    """One complete group a learner claimed: the G samples of one task instance."""
-
-    group_id: str
-    trajectories: list[Trajectory]
-    task: str = ""
-    """Task name, for per-task reward in the report (empty: the trajectories' env id)."""
 
 
 @runtime_checkable
@@ -124,7 +119,7 @@ def sequence_logprobs(
 ) -> torch.Tensor:
     """Logprob of each token given the tokens before it, under the rollout's sampling distribution.
 
-    The engine's own definition (:func:`gymfleet.orchestrator.engines.logprobs.token_logprobs`:
+    The engine's own definition (:func:`gymfleet.core.sampling.token_logprobs`:
     after temperature and nucleus truncation, renormalised), so that
     ``exp(logp - behaviour_logp)`` is exactly 1 for an unchanged policy.
 
@@ -138,8 +133,6 @@ def sequence_logprobs(
     Returns:
         (B, T) float32; position 0 (no context) is 0.
     """
-    from gymfleet.orchestrator.engines.logprobs import token_logprobs
-
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
     return torch.nn.functional.pad(picked, (1, 0))

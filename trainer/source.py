@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gymfleet.core.records import ClaimedGroup
 from gymfleet.orchestrator.store import TrajectoryStore
-from gymfleet.trainer.learner import ClaimedGroup
 
 
 @dataclass
@@ -35,7 +35,7 @@ class StoreGroupSource:
                 await self.store.release(claim)
             return []
         self.claimed.extend(claim.group_ids)
-        return [ClaimedGroup(g.group_id, g.trajectories, g.task) for g in claim.groups]
+        return list(claim.groups)
 
     async def release_own_claims(self, claimer: str) -> int:
         """Gives back the groups an earlier, dead process of ``claimer`` held (called once at

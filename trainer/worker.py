@@ -1,6 +1,6 @@
 """The learner process: claims groups from the store, trains, publishes, logs each step as JSON.
 
-Started by :mod:`gymfleet.trainer.job` with ``multiprocessing`` (spawn), so that training never
+Started by :mod:`gymfleet.run.job` with ``multiprocessing`` (spawn), so that training never
 blocks the orchestrator's event loop. It shares three things with its parent: a stop event
 (finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
 on it), and ``learner.jsonl`` in the report folder (one line per step, read by the report).

@@ -7,19 +7,23 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from playwright.async_api import Error as PlaywrightError
 from pydantic import BaseModel, ConfigDict, Field
 
 from gymfleet.envs.base import AgentEnv, Policy
 from gymfleet.envs.browser.actions import GRAMMAR, parse_action, run_action
-from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig, open_host
+from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig
 from gymfleet.envs.browser.errors import BrowserActionError, BrowserTaskError, NoGoldPolicyError
 from gymfleet.envs.browser.gold import gold_first
 from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
 from gymfleet.envs.browser.page_text import PageView, observation_text, snapshot_nodes
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
+
+if TYPE_CHECKING:
+    from gymfleet.envs.resources import EnvResources
 
 SYSTEM_PROMPT = f"""You operate a web browser to complete a task.
 Each turn you see the task and the page as a tree: one element per line, `[id] role "name"`,
@@ -98,22 +102,27 @@ class BrowserEnv(AgentEnv):
         ``max_turns`` actions or ``time_limit_s`` seconds.
 
     Arguments:
-        See :class:`BrowserEnvConfig`; ``host`` shares one started :class:`BrowserHost`
-        between envs (the env then does not close it).
+        See :class:`BrowserEnvConfig`; ``resources`` the run's
+        :class:`~gymfleet.envs.resources.EnvResources` (one Chromium per process, a fresh
+        context per episode); ``host`` a started :class:`BrowserHost` to use instead (the env
+        does not close it).
 
     Version history:
-        v0: MiniWoB++ 1.1 pages, text observations, id-addressed actions.
+        v0: MiniWoB++ 1.1 pages, text observations, id-addressed actions; a fresh browser
+        context per episode on the process's one Chromium.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     noop_action: ClassVar[str] = "noop()"
     artifacts_kwarg: ClassVar[str | None] = "screenshots_dir"
+    requires: ClassVar[frozenset[str]] = frozenset({"chromium"})
 
-    def __init__(self, host: BrowserHost | None = None, **kwargs: Any) -> None:
-        super().__init__()
+    def __init__(self, host: BrowserHost | None = None, resources: EnvResources | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(resources)
         self.config = BrowserEnvConfig(**kwargs)
         self.tasks = self._build_tasks(self.config.tasks)
-        self._shared_host = host
+        self._given_host = host
         self._host: BrowserHost | None = host
         self._context: Any = None
         self._page: Any = None
@@ -133,6 +142,11 @@ class BrowserEnv(AgentEnv):
             raise ValueError("BrowserEnv needs at least one task")
         return {t.name: t for t in built}
 
+    @classmethod
+    def requirements(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
+        """Chromium; with ``sandbox: docker``, Docker too."""
+        return cls.requires | ({"docker"} if kwargs.get("sandbox") == "docker" else set())
+
     @property
     def system_prompt(self) -> str:
         return SYSTEM_PROMPT
@@ -147,10 +161,7 @@ class BrowserEnv(AgentEnv):
     ) -> tuple[str, dict[str, Any]]:
         task, page_seed = self._pick(seed, options)
         self._instance = str((options or {}).get("instance_id") or task.name)
-        if self._host is None:
-            pages = (miniwob_html_dir(), *self.config.pages_dirs)
-            self._host = open_host(self.config.sandbox, self.config.chromium, pages)
-        await self._open_page(self._host)
+        await self._open_page()
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
         await self._start_task(task, page_seed)
         self._started_at = time.monotonic()
@@ -158,18 +169,19 @@ class BrowserEnv(AgentEnv):
         obs = observation_text(await self._view())
         return obs, await self._info(TaskOutcome())
 
-    async def _open_page(self, host: BrowserHost) -> None:
-        """One context and page per env, reused by every episode (a fresh context costs more
-        than the whole MiniWoB set-up); the next task's page load replaces the last one's state."""
-        if self._page is not None and not self._page.is_closed():
-            await self._context.clear_cookies()
-            return
+    async def _open_page(self) -> None:
+        """A fresh context (cookies, storage, pages) and page for the episode, on the shared
+        Chromium; the last episode's context is closed first."""
         await self._close_context()
-        browser = await host.start()
-        self._context = await browser.new_context(
-            viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            device_scale_factor=self.config.screenshot_scale,
-        )
+        options = {"viewport": {"width": self.config.viewport_width, "height": self.config.viewport_height},
+                   "device_scale_factor": self.config.screenshot_scale}
+        if self._given_host is not None:
+            self._context = await (await self._given_host.start()).new_context(**options)
+        else:
+            hosts = (await self.env_resources()).browsers
+            pages = (miniwob_html_dir(), *self.config.pages_dirs)
+            self._host = await hosts.host(self.config.sandbox, self.config.chromium, pages)
+            self._context = await hosts.new_context(self._host, **options)
         self._context.set_default_timeout(self.config.action_timeout_s * 1000)
         self._page = await self._context.new_page()
 
@@ -301,13 +313,21 @@ class BrowserEnv(AgentEnv):
 
     # ---- the rest of the contract -----------------------------------------------------
 
-    def gold_policy(self) -> Policy:
-        if self._task is None:
-            raise RuntimeError("call reset() before gold_policy()")
-        policy = self._task.gold_policy()
+    def gold_policy(self, instance_id: str | None = None) -> Policy:
+        if instance_id is None:
+            if self._task is None:
+                raise RuntimeError("gold_policy() without an instance id needs an episode: "
+                                   "call reset() first, or pass the instance id")
+            task = self._task
+        else:
+            name = instance_id.partition("@")[0]
+            if name not in self.tasks:
+                raise KeyError(f"unknown instance {instance_id!r}: use one of {self.instance_ids()[:8]}...")
+            task = self.tasks[name]
+        policy = task.gold_policy()
         if policy is None:
             raise NoGoldPolicyError(
-                f"task {self._task.name!r} has no scripted gold policy; tasks with one: "
+                f"task {task.name!r} has no scripted gold policy; tasks with one: "
                 f"{', '.join(self.gold_instance_ids()) or 'none'}"
             )
         return policy
@@ -326,6 +346,5 @@ class BrowserEnv(AgentEnv):
 
     async def close_async(self) -> None:
         await self._close_context()
-        host, self._host = self._host, None
-        if host is not None and host is not self._shared_host:
-            await host.close()
+        self._host = self._given_host
+        await self.close_resources()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import posixpath
 import time
@@ -25,8 +26,8 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
-from pydantic import BaseModel
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxError,
@@ -34,6 +35,7 @@ from gymfleet.envs.errors import (
     SandboxUnavailableError,
 )
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
 from gymfleet.envs.sandbox.docker_container import create_container
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
@@ -59,7 +61,7 @@ _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: n
 _MAX_ARGV_CMD_BYTES = 64 << 10  # Linux caps one argv string at 128 KiB: longer commands go by file
 
 
-class DockerBackendConfig(BaseModel):
+class DockerBackendConfig(StrictModel):
     """How the Docker backend reaches its daemon."""
 
     base_url: str | None = None
@@ -121,6 +123,23 @@ class DockerBackend:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
+    def sweep_blocking(self) -> int:
+        """Runs the start-up sweep now, in the calling thread (then :meth:`sweep_once` does
+        nothing). Returns how many containers were removed; a failed sweep removes none."""
+        self._swept = True
+        try:
+            return self._gc_sync(None, True)
+        except SandboxError as exc:  # a sweep that fails must not stop the backend's use
+            logging.getLogger(__name__).warning("Docker start-up sweep failed: %s", exc)
+            return 0
+
+    def close(self) -> None:
+        """Closes the SDK client and stops the thread pool (running calls finish). Idempotent."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
     async def sweep_once(self) -> None:
         """Runs :meth:`gc` (expired and orphaned sandboxes) the first time it is called."""
         if self._swept:
@@ -170,6 +189,7 @@ class DockerSandbox:
         self.labels = labels
         self._backend = backend
         self._container: Container | None = None
+        self._baseline: set[str] = set()
         self._closed = False
 
     @property
@@ -205,6 +225,7 @@ class DockerSandbox:
         self._container = await self._backend.run_blocking(
             create_container, self._backend.client(), self.spec, self.labels
         )
+        self._baseline = await self._backend.run_blocking(changed_paths, self._container)
 
     def _live(self) -> Container:
         if self._closed:
@@ -353,7 +374,9 @@ class DockerSandbox:
 
     async def reset(self) -> bool:
         """Makes the sandbox fresh for a pool's next user: kills every process the commands
-        started and empties the workdir and /tmp (files elsewhere stay). False when it fails.
+        started and empties the workdir and /tmp. False when that fails, or when anything else
+        in the filesystem changed since the start (a root command can write anywhere): such a
+        sandbox is not fit for another rollout.
 
         Raises:
             SandboxClosedError: after ``close()``.
@@ -362,9 +385,14 @@ class DockerSandbox:
         argv = ["bash", "-c", RESET_SCRIPT, "reset", self.spec.workdir]
         try:
             await asyncio.wait_for(self._backend.run_blocking(self._exec_sync, container, argv, None), 60)
-        except (TimeoutError, SandboxError):
+            changed = await self._backend.run_blocking(changed_paths, container)
+        except (TimeoutError, SandboxError, docker.errors.DockerException):
             return False
-        return True
+        left = outside(changed - self._baseline, (self.spec.workdir, "/tmp"))
+        if left:
+            logging.getLogger(__name__).info("sandbox %s changed %d paths outside its workdir and "
+                                             "/tmp (%s...): not reused", container.short_id, len(left), left[0])
+        return not left
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.

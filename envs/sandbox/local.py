@@ -34,8 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
-
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.local_sandbox import Launch, LocalSandbox
 from gymfleet.envs.sandbox.local_state import default_state_dir, read_records, reap
@@ -51,7 +50,7 @@ CTL_MOUNT = "/.gymfleet"
 """Where the sandbox sees its control folder (agent script, output files, file transfers)."""
 
 
-class LocalBackendConfig(BaseModel):
+class LocalBackendConfig(StrictModel):
     """Settings of the local backend."""
 
     state_dir: Path | None = None

@@ -139,7 +139,7 @@ class Agent:
 
     def op_reset(self, request: dict) -> dict:
         self.kill_others()
-        script = 'for d in "$@"; do cd -- "$d" 2>/dev/null && rm -rf -- * .[!.]* ..?*; done; true'
+        script = 'for d in "$@"; do cd -- "$d" 2>/dev/null && rm -rf --one-file-system -- * .[!.]* ..?*; done; true'
         self.run_as_user([script, request["workdir"], *self.clear_dirs])
         return {}
 

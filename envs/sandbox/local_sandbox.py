@@ -301,7 +301,7 @@ class LocalSandbox:
             "ctl": self._ctl_inside(""), "own_pid_ns": launch.isolated,
             "nproc": self.spec.pids_limit if launch.isolated else 0,
             "data_bytes": self.spec.memory_mb * 1024 * 1024,
-            "clear_dirs": ["/tmp", "/var/tmp"] if launch.isolated else [],
+            "clear_dirs": ["/tmp", "/var/tmp", "/root"] if launch.isolated else [],  # /root: HOME
             "uid": self._uid.uid if self._uid else None,
         }
         argv = [launch.python, self._ctl_inside("local_agent.py"), json.dumps(config)]

@@ -5,7 +5,9 @@
 reset (its processes killed, its workdir and /tmp emptied), checked with ``true``, and kept for
 the next user, at most ``max_idle_per_key`` per key; one that fails any of this is closed. Works
 with any :class:`~gymfleet.envs.sandbox.base.SandboxBackend`: a sandbox with its own
-``reset()`` (:class:`ResettableSandbox`) resets itself, others get :data:`GENERIC_RESET`.
+``reset()`` (:class:`ResettableSandbox`) resets itself, other isolated ones get
+:data:`GENERIC_RESET`, and an unisolated one without ``reset()`` is closed, never reused (the
+generic reset would kill the host's processes).
 
 Reset happens inside ``acquire``'s exit (no background tasks), so a pool can be driven from
 successive event loops.
@@ -22,8 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel
-
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxClosedError, SandboxError
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
@@ -38,7 +39,7 @@ GENERIC_RESET = (
 but pid 1 and this shell (``{workdir}`` is filled in, quoted)."""
 
 
-class PoolConfig(BaseModel):
+class PoolConfig(StrictModel):
     """Settings of a :class:`SandboxPool`."""
 
     max_idle_per_key: int = 4
@@ -175,6 +176,10 @@ class SandboxPool:
             await _close_quietly(slot.sandbox)
 
     async def _reset(self, sandbox: Sandbox) -> bool:
+        if not isinstance(sandbox, ResettableSandbox) and not sandbox.isolated:
+            # GENERIC_RESET kills every process it can see: on an unisolated sandbox that is the
+            # host's. Such a sandbox is never reused.
+            return False
         try:
             async with asyncio.timeout(self.config.reset_timeout_s):
                 if isinstance(sandbox, ResettableSandbox):

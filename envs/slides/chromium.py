@@ -12,8 +12,9 @@ from gymfleet.envs.slides.errors import RenderError
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright
 
-# The browser env's switches (closed network, no first-run work), plus deterministic text rendering.
-CHROMIUM_ARGS = [*DEFAULT_ARGS, "--hide-scrollbars", "--font-render-hinting=none"]
+# The browser env's switches (closed network, no first-run work, deterministic text rendering):
+# the same set, so that a process's slides and browser envs share one Chromium.
+CHROMIUM_ARGS = list(DEFAULT_ARGS)
 
 
 async def launch_chromium(playwright: Playwright, executable_path: str | None = None) -> Browser:

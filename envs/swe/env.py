@@ -5,18 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from gymfleet.envs.actions import Malformed, Word, parse_fenced_action
-from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
-from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels
+from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox_env import SUBMIT, Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+from gymfleet.envs.swe.images import ImageRef
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
 
-SUBMIT = "submit"
-FORMAT_HELP = f"Reply with exactly one ```bash block, or `{SUBMIT}` alone to finish."
 _MAX_OBSERVATION_CHARS = 10_000
 
 SYSTEM_PROMPT = f"""You are a software engineer fixing an issue in a Python repository.
@@ -32,9 +31,11 @@ When the fix is done, reply with a block that contains only `{SUBMIT}`. Your cha
 against the original commit) are then graded by the repository's tests."""
 
 
-class SWEEnvConfig(BaseModel):
+class SWEEnvConfig(SandboxEnvConfig):
     """Arguments of ``gymfleet/SWE-v0`` (``gymnasium.make(..., **kwargs)``)."""
 
+    sandbox: str = "docker"
+    """Sandbox backend (the instance images need Docker)."""
     dataset: str = FIXTURES_NAME
     """Instances: ``fixtures``, a .json/.jsonl/.parquet file, or a dataset name."""
     instance_ids: list[str] = Field(default_factory=list)
@@ -49,7 +50,7 @@ class SWEEnvConfig(BaseModel):
     """Provisioning, sandbox and grading settings."""
 
 
-class SWEEnv(AgentEnv):
+class SWEEnv(SandboxEnv[SWEInstance]):
     """Fix an issue in a real repository (SWE-bench task format).
 
     ## Description
@@ -81,87 +82,81 @@ class SWEEnv(AgentEnv):
 
     ## Arguments
     See :class:`SWEEnvConfig` (``dataset``, ``instance_ids``, ``repo_mirror``,
-    ``command_timeout_s``, ``eval_timeout_s``, ``harness``).
+    ``command_timeout_s``, ``eval_timeout_s``, ``harness``); ``backend`` a sandbox backend
+    object to use, ``resources`` the run's :class:`~gymfleet.envs.resources.EnvResources`
+    (one harness and image cache per process).
 
     ## Version history
-    * v0: initial version.
+    * v0: initial version; on :class:`SandboxEnv` (a fresh sandbox per episode: the task's
+      state is the image, which a pool's reset would wipe).
     """
 
+    requires: ClassVar[frozenset[str]] = frozenset({"docker"})
     noop_action: ClassVar[str] = f"```bash\n{SUBMIT}\n```"
+    config_class = SWEEnvConfig
+    config: SWEEnvConfig
+    fresh_sandbox: ClassVar[bool] = True
+    submitted_note: ClassVar[str] = "Submitted."
 
-    def __init__(self, backend: SandboxBackend | None = None, **kwargs: Any) -> None:
-        """Args: ``backend``: a sandbox backend to share between envs (one thread pool, one
-        orphan sweep); made from ``harness.sandbox_backend`` when None. ``kwargs``: the fields
-        of :class:`SWEEnvConfig`."""
-        super().__init__()
-        self.config = SWEEnvConfig(**kwargs)
-        harness = self.config.harness.model_copy()
-        if self.config.repo_mirror is not None:
-            harness.repo_mirrors = [self.config.repo_mirror, *harness.repo_mirrors]
-        self.harness = SWEHarness(harness, backend)
-        self._instances = {i.instance_id: i for i in
-                           load_instances(self.config.dataset, self.config.instance_ids)}
-        self._instance: SWEInstance | None = None
-        self._sandbox: Sandbox | None = None
-        self._image = ""
+    def __init__(self, backend: SandboxBackend | None = None, resources: EnvResources | None = None,
+                 **kwargs: Any) -> None:
+        """Args: ``backend``: a sandbox backend to use (tests); ``resources``: the run's
+        shared resources (one harness per process); ``kwargs``: the fields of :class:`SWEEnvConfig`."""
+        sandbox = kwargs.pop("sandbox", None) or backend or SWEEnvConfig().sandbox
+        super().__init__(sandbox, resources, **kwargs)
+        cfg = self.config
+        key = ("swe-instances", cfg.dataset, tuple(cfg.instance_ids))
+        load = lambda: {i.instance_id: i for i in load_instances(cfg.dataset, cfg.instance_ids)}  # noqa: E731
+        self._instances: dict[str, SWEInstance] = resources.shared(key, load) if resources else load()
+        self._images: dict[str, ImageRef] = {}
 
     @property
     def system_prompt(self) -> str:
         return SYSTEM_PROMPT
 
-    def instance_ids(self) -> list[str]:
-        return list(self._instances)
+    def instances(self) -> dict[str, SWEInstance]:
+        return self._instances
 
-    async def reset_async(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        await self._close_sandbox()
-        ids = self.instance_ids()
-        wanted = (options or {}).get("instance_id")
-        if wanted is None:
-            wanted = ids[(seed or 0) % len(ids)]
-        if wanted not in self._instances:  # KeyError for an unknown id, as documented
-            raise KeyError(f"unknown SWE instance {wanted!r}; known: {', '.join(ids)}")
-        instance = self._instances[wanted]
-        image = await self.harness.provision(instance)
-        sandbox = self.harness.sandbox(image, SandboxLabels(run_id="swe-env"))
-        await sandbox.start()
-        self._sandbox, self._instance, self._image = sandbox, instance, image.tag
-        try:
-            await self.harness.reset_repo(sandbox, instance, image)
-        except Exception:
-            await self._close_sandbox()
-            raise
+    async def harness(self) -> SWEHarness:
+        """The process's harness for this env's settings (provisioning, image cache, grading)."""
+        config = self.config.harness.model_copy()
+        if self.config.repo_mirror is not None:
+            config.repo_mirrors = [self.config.repo_mirror, *config.repo_mirrors]
+        return await (await self.env_resources()).swe_harness(config)
+
+    def step_info(self, ep: SandboxEpisode[SWEInstance]) -> dict[str, Any]:
+        return {"instance_id": ep.instance_id, "image": ep.state.get("image", ""), "turn": ep.turn}
+
+    async def sandbox_spec(self, instance: SWEInstance, backend: str) -> SandboxSpec:
+        harness = await self.harness()
+        image = self._images[instance.instance_id] = await harness.provision(instance)
+        return harness.sandbox(image).spec  # the harness's limits; the sandbox object is not started
+
+    async def prepare(self, ep: SandboxEpisode[SWEInstance]) -> tuple[str, dict[str, Any]]:
+        image = self._images[ep.instance_id]
+        ep.state["image"] = image.tag
+        await (await self.harness()).reset_repo(ep.sandbox, ep.instance, image)
         # The instructions are the system prompt (callers send it as the system message); the
         # first observation is the issue alone, so that a rollout does not carry them twice.
-        observation = f"<issue>\n{instance.problem_statement.strip()}\n</issue>"
-        return observation, {"instance_id": instance.instance_id, "image": image.tag}
+        return f"<issue>\n{ep.instance.problem_statement.strip()}\n</issue>", {"image": image.tag}
 
-    async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._sandbox is None or self._instance is None:
-            raise RuntimeError("call reset() before step()")
-        info: dict[str, Any] = {"instance_id": self._instance.instance_id, "image": self._image}
-        parsed = parse_fenced_action(action, (SUBMIT,), FORMAT_HELP)
-        if isinstance(parsed, Malformed):
-            return parsed.reason, 0.0, False, False, info
-        if isinstance(parsed, Word):
-            return await self._submit(info)
-        result = await self._sandbox.exec(parsed.script, timeout_s=self.config.command_timeout_s)
-        head = (f"timed out after {self.config.command_timeout_s:g} s (killed)"
-                if result.timed_out else f"exit code {result.exit_code}")
-        return _clip(f"{head}\n{result.stdout}{result.stderr}"), 0.0, False, False, info
+    async def command(self, ep: SandboxEpisode[SWEInstance], script: str, info: dict[str, Any]) -> str:
+        timeout_s = self.config.command_timeout_s
+        result = await ep.sandbox.exec(script, timeout_s=timeout_s)
+        head = f"timed out after {timeout_s:g} s (killed)" if result.timed_out else f"exit code {result.exit_code}"
+        return _clip(f"{head}\n{result.stdout}{result.stderr}")
 
-    async def _submit(self, info: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        assert self._sandbox is not None and self._instance is not None
-        instance = self._instance
-        diff = await self._agent_diff(self._sandbox, instance)
-        await self._close_sandbox()
-        result = await self.harness.grade(instance, diff, "agent",
-                                          SandboxLabels(run_id="swe-env-grade"))
+    async def grade(self, ep: SandboxEpisode[SWEInstance], why: str) -> Graded:
+        """Diffs the repository, releases the sandbox, grades the diff in a fresh one."""
+        diff = await self._agent_diff(ep.sandbox, ep.instance)
+        await ep.lease.release()
+        resources = await self.env_resources()
+        result = await (await self.harness()).grade(ep.instance, diff, "agent",
+                                                    SandboxLabels(run_id=resources.run_id))
         reward = 1.0 if result.resolved else 0.0
-        info.update(patch=diff, report=result.report(), error=result.error)
         status = result.grade.resolution if result.grade else f"error: {result.error}"
-        return f"Submitted. Grading: {status}; reward {reward:g}.", reward, True, False, info
+        info = {"patch": diff, "report": result.report(), "error": result.error}
+        return Graded(reward, f"{why} Grading: {status}; reward {reward:g}.", info)
 
     async def _agent_diff(self, sandbox: Sandbox, instance: SWEInstance) -> str:
         """The diff against the base commit, test files excluded."""
@@ -175,35 +170,15 @@ class SWEEnv(AgentEnv):
         diff = await sandbox.exec(scripts.diff_command(instance.base_commit, paths), timeout_s=60)
         return diff.stdout
 
-    async def end_async(self, reason: str) -> tuple[float, dict[str, Any]]:
-        """Submits the diff as it stands (the caller's turn limit came first), as SWE-agent's
-        autosubmission does."""
-        if self._sandbox is None or self._instance is None:
-            return 0.0, {}
-        info: dict[str, Any] = {"instance_id": self._instance.instance_id, "image": self._image,
-                                "ended_by_caller": reason}
-        _, reward, _, _, info = await self._submit(info)
-        return reward, info
-
-    async def close_async(self) -> None:
-        await self._close_sandbox()
-
-    async def _close_sandbox(self) -> None:
-        sandbox, self._sandbox = self._sandbox, None
-        if sandbox is not None:
-            await sandbox.close()
-
-    def gold_policy(self) -> Policy:
-        if self._instance is None:
-            raise RuntimeError("call reset() before gold_policy(): the gold patch is per instance")
-        gold = self._instance.patch
+    def gold_actions(self, instance: SWEInstance) -> list[str]:
+        gold = instance.patch
         delimiter = "GYMFLEET_GOLD_PATCH"
         while delimiter in gold:
             delimiter += "_"
         body = gold if gold.endswith("\n") else gold + "\n"
         apply = (f"```bash\ncat > /tmp/gold.diff <<'{delimiter}'\n{body}{delimiter}\n"
                  "git apply /tmp/gold.diff && rm /tmp/gold.diff\n```")
-        return ScriptedPolicy([apply, self.noop_action])
+        return [apply, self.noop_action]
 
 
 def _clip(text: str) -> str:

@@ -17,8 +17,8 @@ import torch
 from transformers import DynamicCache
 
 from gymfleet.orchestrator.engines.kv_cache import SessionCache, SessionCacheStore
-from gymfleet.orchestrator.engines.logprobs import sample_token
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.sampling import sample_token
+from gymfleet.core.records import SamplingParams
 
 BASE_ADAPTER = "__base__"
 """peft's name for "no adapter" in a mixed-adapter batch."""

@@ -1,8 +1,9 @@
 """Errors of the inference layer: engines, the router over replicas, the TITO gateway.
 
-Class tree::
+Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is drawn in
+``gymfleet/core/errors.py``)::
 
-    InferenceError
+    InferenceError                    = gymfleet.core.errors.InferenceError
     ├── RequestError                  the request itself is bad: retrying elsewhere cannot help
     │   ├── ContextLengthError        prompt (plus at least one new token) exceeds the context window
     │   └── UnknownAdapterError       the request names an adapter the replica has not loaded
@@ -21,9 +22,13 @@ Class tree::
 
 from __future__ import annotations
 
+from gymfleet.core.errors import InferenceError
 
-class InferenceError(Exception):
-    """Base class of every inference-layer error."""
+__all__ = [
+    "AdapterError", "AdapterPublishError", "ChatTemplateError", "ContextLengthError", "InferenceError",
+    "NoReplicaError", "ReplicaError", "ReplicaServerError", "ReplicaTimeoutError", "ReplicaUnavailableError",
+    "RequestError", "UnknownAdapterError",
+]
 
 
 class RequestError(InferenceError):

@@ -22,7 +22,7 @@ from starlette.routing import Route
 from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
 from gymfleet.orchestrator.engines.vllm import SESSION_HEADER, TOKEN_ID_PREFIX
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.records import SamplingParams
 
 
 class CompletionRequest(BaseModel):

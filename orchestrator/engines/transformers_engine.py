@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from pydantic import BaseModel, Field
 
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner
@@ -18,32 +17,10 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaServerError,
     UnknownAdapterError,
 )
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.kv_cache import SessionCacheStore
-from gymfleet.orchestrator.engines.model_loading import ModelSource, load_model, load_tokenizer
-from gymfleet.orchestrator.records import Generation, SamplingParams
-
-
-class TransformersEngineConfig(BaseModel):
-    """Settings of one in-process engine replica."""
-
-    name: str = "local"
-    """Replica name, reported in every Generation."""
-    source: ModelSource = Field(default_factory=ModelSource)
-    """Which weights to load."""
-    max_batch_size: int = Field(default=16, ge=1)
-    """Most requests sharing one forward pass."""
-    batch_window_ms: float = Field(default=5.0, ge=0.0)
-    """How long the first queued request waits for others to join its batch."""
-    max_cached_sessions: int = Field(default=256, ge=0)
-    """Sessions whose KV cache is kept (LRU); 0 disables session caching."""
-    max_cached_tokens: int | None = Field(default=65536, ge=1)
-    """Most tokens held in session caches (LRU eviction beyond); None = unbounded."""
-    max_context_tokens: int | None = None
-    """Context window in tokens; None = the model's ``max_position_embeddings``."""
-    max_adapters: int = Field(default=8, ge=0)
-    """Most LoRA adapters loaded at once; loading more fails (free one with unload first)."""
-    n_threads: int | None = None
-    """torch intra-op threads; None keeps torch's default."""
+from gymfleet.core.models import load_causal_lm, load_tokenizer
+from gymfleet.core.records import Generation, SamplingParams
 
 
 @dataclass
@@ -70,7 +47,7 @@ class TransformersEngine:
     batch). Each routing key's KV cache is kept, so the next turn of a rollout prefills only the
     tokens beyond the cached prefix. Adapters are peft LoRA adapters, several loaded at once,
     mixed in one batch (peft ``adapter_names``). The model runs in one worker thread, so the
-    event loop never blocks. Logprobs follow :mod:`gymfleet.orchestrator.engines.logprobs`
+    event loop never blocks. Logprobs follow :mod:`gymfleet.core.sampling`
     (after temperature and top-p; greedy reports temperature-1 logprobs).
 
     Use as an async context manager (or call :meth:`aclose`).
@@ -82,7 +59,7 @@ class TransformersEngine:
         if config.n_threads:
             torch.set_num_threads(config.n_threads)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(config.source)
-        self.model = model if model is not None else load_model(config.source)
+        self.model = model if model is not None else load_causal_lm(config.source)
         self.max_context_tokens = config.max_context_tokens or int(self.model.config.max_position_embeddings)
         eos = {self.tokenizer.eos_token_id} | set(_as_list(self.model.generation_config.eos_token_id))
         self.caches = SessionCacheStore(config.max_cached_sessions, config.max_cached_tokens)

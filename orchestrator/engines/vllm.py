@@ -7,7 +7,7 @@ It needs a server started as :mod:`~gymfleet.orchestrator.engines.vllm_launcher`
         --model DIR --enable-lora --logprobs-mode processed_logprobs --enable-prompt-tokens-details
 
 ``processed_logprobs`` makes vLLM report logprobs after temperature and top-p, the quantity
-defined in :mod:`gymfleet.orchestrator.engines.logprobs` (vLLM's default, ``raw_logprobs``, is
+defined in :mod:`gymfleet.core.sampling` (vLLM's default, ``raw_logprobs``, is
 before temperature and would bias the learner's importance ratio). ``gymfleet serve`` speaks the
 same subset, so this client is tested against it.
 
@@ -17,7 +17,7 @@ LoRA Adapters"):
 * ``POST /v1/completions`` with ``prompt`` as a list of token ids, ``model`` = base model or a
   loaded LoRA name, ``logprobs`` and ``return_tokens_as_token_ids`` (tokens come back as
   ``"token_id:<id>"``), ``include_stop_str_in_output`` (the stop text is kept, as in
-  :class:`~gymfleet.orchestrator.records.SamplingParams`).
+  :class:`~gymfleet.core.records.SamplingParams`).
 * ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}``; ``POST /v1/unload_lora_adapter``
   ``{"lora_name"}``.
 * ``GET /health``.
@@ -33,7 +33,7 @@ import asyncio
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from gymfleet.orchestrator.engines.adapters import adapter_version, copy_adapter, is_remote
 from gymfleet.orchestrator.engines.errors import (
@@ -45,21 +45,20 @@ from gymfleet.orchestrator.engines.errors import (
     RequestError,
     UnknownAdapterError,
 )
+from gymfleet.core.records import Generation, SamplingParams
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.vllm_launcher import VLLMServerConfig
-from gymfleet.orchestrator.records import Generation, SamplingParams
 
 SESSION_HEADER = "X-Gymfleet-Session"
 """Carries the routing key; vLLM ignores it (its prefix cache needs no key), gymfleet serve uses it."""
 TOKEN_ID_PREFIX = "token_id:"
 
 
-class VLLMEngineConfig(BaseModel):
+class VLLMEngineConfig(StrictModel):
     """One vLLM replica to use (``base_url``), or ``replicas`` of them to launch (``launch: true``)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     kind: Literal["vllm"] = "vllm"
-    """The engine kind in a run config's ``policy.engines``."""
+    """Selects this engine in ``policy.engines``."""
     base_url: str | None = None
     """e.g. ``http://127.0.0.1:8000`` (no ``/v1``); required unless ``launch``."""
     model: str | None = None

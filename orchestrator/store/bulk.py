@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gymfleet.orchestrator.records import Trajectory
+from gymfleet.core.records import Trajectory
 from gymfleet.orchestrator.store.codec import to_values
 from gymfleet.orchestrator.store.schema import GroupRow, SampleRow, SampleState, TrajectoryRow, UTCDateTime, utcnow
 from gymfleet.orchestrator.store.workqueue import GroupSpec

@@ -16,24 +16,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gymfleet.orchestrator.records import Trajectory
+from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.orchestrator.store.codec import from_row
 from gymfleet.orchestrator.store.errors import ClaimExpiredError
 from gymfleet.orchestrator.store.schema import GroupRow, SampleRow, SampleState, TrajectoryRow, utcnow
 
 GROUPS, SAMPLES, TRAJ = GroupRow.__table__, SampleRow.__table__, TrajectoryRow.__table__
-
-
-@dataclass(frozen=True)
-class ClaimedGroup:
-    """One complete group handed to a learner: the final trajectory of each of its samples."""
-
-    group_id: str
-    run_id: str
-    task: str
-    env_id: str
-    instance_id: str
-    trajectories: list[Trajectory]
 
 
 @dataclass
@@ -107,8 +95,8 @@ async def _load_groups(conn: AsyncConnection, group_ids: list[str]) -> list[Clai
     by_group: dict[str, list[Trajectory]] = {g: [] for g in group_ids}
     for row in rows:
         by_group[row.group_id].append(from_row(row))
-    return [ClaimedGroup(g.group_id, g.run_id, g.task, g.env_id, g.instance_id, by_group[g.group_id])
-            for g in groups]
+    return [ClaimedGroup(g.group_id, by_group[g.group_id], task=g.task, run_id=g.run_id, env_id=g.env_id,
+                         instance_id=g.instance_id) for g in groups]
 
 
 async def ack(conn: AsyncConnection, claim: Claim) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gymfleet.orchestrator.records import Message, RolloutStatus, Trajectory
+from gymfleet.core.records import Message, RolloutStatus, Trajectory
 from gymfleet.orchestrator.store.schema import utcnow
 
 # Fixed byte order, so a store written on one machine reads the same on any other.

@@ -1,8 +1,9 @@
 """Errors raised by the trajectory store.
 
-Class tree::
+Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is drawn in
+``gymfleet/core/errors.py``)::
 
-    StoreError                  base of every store error
+    StoreError                  = gymfleet.core.errors.StoreError, base of every store error
     ├── StoreURLError           an unsupported store URL or schema name
     ├── StoreOpenError          the database cannot be reached or created (server down, path not writable)
     ├── StoreClosedError        the store was used after close()
@@ -13,9 +14,12 @@ Class tree::
 
 from __future__ import annotations
 
+from gymfleet.core.errors import StoreError
 
-class StoreError(Exception):
-    """Base class of every trajectory store error."""
+__all__ = [
+    "ClaimExpiredError", "RunNotFoundError", "StoreClosedError", "StoreError", "StoreOpenError",
+    "StoreURLError", "StoreWriteError",
+]
 
 
 class StoreURLError(StoreError, ValueError):

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store.codec import row_to_json
 from gymfleet.orchestrator.store.schema import TrajectoryRow
 

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store.codec import from_row
 from gymfleet.orchestrator.store.errors import RunNotFoundError
 from gymfleet.orchestrator.store.schema import GroupRow, RunRow, TrajectoryRow

@@ -21,7 +21,7 @@ from sqlalchemy import JSON, DateTime, Enum, Float, ForeignKey, Index, Integer, 
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -53,7 +53,16 @@ class RunStatus(str, enum.Enum):
 
     running = "running"
     interrupted = "interrupted"
+    """Stopped before its work or budget was done (a signal, a quarantined task, a dead learner)."""
     completed = "completed"
+    """Every group of every task done."""
+    completed_budget = "completed (budget)"
+    """A training run that spent its budget (learner steps or wall-clock seconds)."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run ended as planned (its work done, or its budget spent)."""
+        return self in (RunStatus.completed, RunStatus.completed_budget)
 
 
 class SampleState(str, enum.Enum):

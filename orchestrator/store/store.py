@@ -10,7 +10,7 @@ from typing import Any, Self
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
 from gymfleet.orchestrator.store.claims import Claim
 from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import and_, case, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store.codec import to_values
 from gymfleet.orchestrator.store.schema import (
     GroupRow,

@@ -27,6 +27,11 @@ async def _max_generated_version(store_url: str, run_id: str) -> int:
     return max(int(r.trajectory.versions.max()) for r in rows if len(r.trajectory.versions))
 
 
+async def _run_status(store_url: str, run_id: str) -> str:
+    async with await TrajectoryStore.open(store_url) as store:
+        return (await store.run_summary(run_id)).status
+
+
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_train_smoke_publishes_hot_loads_and_reports(tmp_path: Path, mode: str) -> None:
     # async: a third step leaves time for rollouts started after v1 was loaded to finish.
@@ -45,6 +50,9 @@ def test_train_smoke_publishes_hot_loads_and_reports(tmp_path: Path, mode: str) 
     first = report["steps"][0]
     assert first["mean_ratio"] == pytest.approx(1.0, abs=0.02) and first["masked_fraction"] < 0.05
     assert 0 <= report["learner_idle_fraction"] <= 1 and 0 <= report["generation_idle_fraction"] <= 1
+    # The run ended on its budget: "completed (budget)", not "interrupted".
+    assert report["run_status"] == "completed (budget)" and f"smoke-{mode} ({mode}): completed (budget)" in out
+    assert asyncio.run(_run_status(str(tmp_path / "store.db"), f"smoke-{mode}")) == "completed (budget)"
     # Rollouts started after v1 was hot-loaded are stamped with it.
     assert asyncio.run(_max_generated_version(str(tmp_path / "store.db"), f"smoke-{mode}")) >= 1
 

@@ -6,7 +6,7 @@ import asyncio
 
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.errors import AdapterError, ReplicaServerError, UnknownAdapterError
-from gymfleet.orchestrator.records import Generation, SamplingParams
+from gymfleet.core.records import Generation, SamplingParams
 
 
 class FakeEngine:

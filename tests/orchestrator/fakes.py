@@ -16,7 +16,7 @@ import gymnasium
 import numpy as np
 
 from gymfleet.envs.errors import SandboxStartError
-from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
+from gymfleet.core.records import Message, SamplingParams, Trajectory
 from tests.fakes import EchoEnv
 
 Reply = Callable[[list[Message]], str]

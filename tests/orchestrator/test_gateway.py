@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 import torch
 
-from gymfleet.orchestrator.engines.logprobs import token_logprobs
+from gymfleet.core.sampling import token_logprobs
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
-from gymfleet.orchestrator.records import Generation, Message, SamplingParams
+from gymfleet.core.records import Generation, Message, SamplingParams
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gymfleet.models import gymfleet_home
-from gymfleet.orchestrator.engines.model_loading import ModelSource, resolve
+from gymfleet.core.models import ModelSpec, gymfleet_home, resolve_model_dir
 
 
 @pytest.mark.model
 def test_embedded_model_resolves_to_the_cached_copy() -> None:
-    path, gguf_file = resolve(ModelSource())
-    assert gguf_file is None
+    path = resolve_model_dir(ModelSpec())
     assert Path(path, "config.json").is_file() and Path(path).parent == gymfleet_home() / "models"

@@ -24,7 +24,7 @@ from gymfleet.orchestrator.parity import (
     compare,
 )
 from gymfleet.orchestrator.policy import open_gateway
-from gymfleet.orchestrator.records import Generation, SamplingParams
+from gymfleet.core.records import Generation, SamplingParams
 from tests.orchestrator.fake_http import fake_replica
 
 SAMPLING = SamplingParams(temperature=0.7, top_p=0.9)

@@ -12,7 +12,7 @@ from gymfleet.orchestrator.engines.errors import (
     UnknownAdapterError,
 )
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
 from tests.orchestrator.fake_engine import FakeEngine
 

@@ -11,7 +11,7 @@ import pytest
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.orchestrator.metrics import MetricsWriter
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
@@ -180,10 +180,23 @@ async def test_finish_mode_lets_in_flight_rollouts_end(tmp_path: Path, sqlite_st
     assert outcome.by_status == {"ok": 3}
 
 
+async def test_a_stop_on_a_spent_budget_completes_the_run(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
+    cfg = run_config(tmp_path, [task("a", passes=None, env_kwargs={"step_delay_s": 0.05})], max_in_flight=2,
+                     shutdown={"mode": "finish", "deadline_s": 10})
+    scheduler = await make_scheduler(cfg, sqlite_store)
+    runner = asyncio.create_task(scheduler.run())
+    while scheduler.stats.completed < 2:
+        await asyncio.sleep(0.01)
+    scheduler.request_stop(budget_spent=True)
+    outcome = await runner
+    assert outcome.status is RunStatus.completed_budget and outcome.status.value == "completed (budget)"
+    assert (await sqlite_store.run_summary("r1")).status == "completed (budget)"
+
+
 async def test_weights_edited_in_the_config_file_apply_live(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
     import yaml
 
-    from gymfleet.orchestrator.collect import ConfigWatcher
+    from gymfleet.run.collection import ConfigWatcher
     from gymfleet.orchestrator.config import load_run_config
 
     path = tmp_path / "r1.yaml"

@@ -13,7 +13,7 @@ from gymfleet.orchestrator.engines.errors import (
     UnknownAdapterError,
 )
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
 from tests.orchestrator.fake_engine import FakeEngine
 from tests.orchestrator.fake_http import fake_replica

@@ -112,7 +112,7 @@ def test_engine_config_needs_a_server_or_launch() -> None:
 async def test_a_run_launching_vllm_without_vllm_fails_with_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(VLLM_PYTHON_ENV, str(tmp_path / "python"))
     policy = PolicyConfig(engines=[{"kind": "vllm", "launch": True, "replicas": 2}])
-    with pytest.raises(ConfigError, match=r"policy.engines\[0\] \(vllm\): no vLLM Python.*make vllm") as info:
+    with pytest.raises(ConfigError, match=r"policy.engines.0 \(vllm\): no vLLM Python.*make vllm") as info:
         async with open_gateway(policy, "r", max_staleness=2):
             pass
     assert "\n" not in str(info.value)

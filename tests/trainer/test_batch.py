@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gymfleet.orchestrator.records import RolloutStatus, Trajectory
+from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.trainer.batch import collate, repair_groups
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gymfleet.models import load_tokenizer
-from gymfleet.orchestrator.records import Trajectory
+from gymfleet.core.models import load_tokenizer
+from gymfleet.core.records import Trajectory
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.learner import ClaimedGroup, Learner, LearnerConfig, sequence_logprobs
 

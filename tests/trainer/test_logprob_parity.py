@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.records import SamplingParams
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
 

@@ -18,9 +18,9 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaUnavailableError,
     UnknownAdapterError,
 )
-from gymfleet.orchestrator.engines.logprobs import token_logprobs
+from gymfleet.core.sampling import token_logprobs
 from gymfleet.orchestrator.engines.vllm_launcher import free_port
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.records import SamplingParams
 from gymfleet.trainer.bucket import AdapterBucket
 from tests.vllm.conftest import CONTEXT, client
 

@@ -11,7 +11,7 @@ import pytest
 
 from gymfleet.orchestrator.config import PolicyConfig
 from gymfleet.orchestrator.policy import open_gateway
-from gymfleet.orchestrator.records import SamplingParams
+from gymfleet.core.records import SamplingParams
 
 pytestmark = [pytest.mark.vllm, pytest.mark.model, pytest.mark.timeout(900)]
 

@@ -11,7 +11,7 @@ import pytest
 
 from gymfleet.orchestrator.engines.errors import AdapterPublishError, UnknownAdapterError
 from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
-from gymfleet.orchestrator.records import Message, SamplingParams
+from gymfleet.core.records import Message, SamplingParams
 from gymfleet.orchestrator.router import Router
 from tests.vllm.conftest import client
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from gymfleet.orchestrator.engines.logprobs import token_logprobs
+from gymfleet.core.sampling import token_logprobs
 from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
-from gymfleet.orchestrator.records import Generation, Message, SamplingParams
+from gymfleet.core.records import Generation, Message, SamplingParams
 from gymfleet.orchestrator.router import Router
 from tests.vllm.conftest import client
 

@@ -151,3 +151,78 @@ async def test_generic_reset_script_on_a_real_sandbox(local_backend: LocalBacken
             assert second is first
             assert (await second.exec("ls -A; ls -A /tmp")).stdout == HOST_BINDS_IN_TMP
             assert "sleep" not in (await second.exec("ps -eo comm=")).stdout
+
+
+class _UnisolatedFake:
+    """Wraps the in-memory fake as an unisolated sandbox without reset(): it records every
+    command instead of running it, so a regression cannot kill the host's processes."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner, self.spec, self.labels, self.isolated = inner, inner.spec, inner.labels, False
+        self.commands: list[str] = []
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def exec(self, cmd: str, timeout_s: float = 60.0, workdir: str | None = None,
+                   env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        self.commands.append(cmd)
+        return await self.inner.exec("true")
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+
+async def test_an_unisolated_sandbox_is_closed_not_reset() -> None:
+    """The generic reset kills every process it can see: on an unisolated sandbox, the host's."""
+    backend = FakeBackend()
+    made: list[_UnisolatedFake] = []
+
+    class Unisolated(FakeBackend):
+        def create(self, spec: SandboxSpec, labels: SandboxLabels | None = None):  # type: ignore[no-untyped-def]
+            made.append(_UnisolatedFake(backend.create(spec, labels)))
+            return made[-1]
+
+    async with SandboxPool(Unisolated()) as pool:
+        for _ in range(2):
+            async with pool.acquire(SandboxSpec()) as sandbox:
+                await sandbox.exec("true")
+    assert len(made) == 2 and pool.reused == 0 and all(s.inner.closed for s in made)
+    assert not any("kill" in cmd for s in made for cmd in s.commands)
+
+
+@pytest.mark.bwrap
+async def test_a_pooled_local_sandbox_keeps_nothing_of_its_last_user(local_backend: LocalBackend) -> None:
+    """Everything the sandbox user can write (workdir, /tmp, /var/tmp, its HOME /root) is
+    emptied, so one rollout cannot leave config (a git alias, a .bashrc) for the next."""
+    async with SandboxPool(local_backend) as pool:
+        async with pool.acquire(SandboxSpec()) as first:
+            await first.exec("git config --global alias.st status; echo x > ~/.bashrc; "
+                             "touch /var/tmp/v /tmp/t left")
+        async with pool.acquire(SandboxSpec()) as second:
+            assert second is first
+            left = await second.exec("ls -A ~ /var/tmp; git config --global --list")
+            assert ".gitconfig" not in left.stdout and ".bashrc" not in left.stdout
+            assert "alias.st" not in left.stdout and "\nv\n" not in left.stdout
+
+
+@pytest.mark.docker
+async def test_a_docker_sandbox_changed_outside_workdir_and_tmp_is_not_reused(terminal_image: str) -> None:
+    """Root in a container can write anywhere; a pool reuses it only when the reset left the
+    image's filesystem as it was (workdir and /tmp are emptied by the reset itself)."""
+    from gymfleet.envs.sandbox.docker import DockerBackend
+
+    spec = SandboxSpec(image=terminal_image)
+    async with SandboxPool(DockerBackend()) as pool:
+        async with pool.acquire(spec) as first:
+            await first.exec("echo x > left.txt; touch /tmp/t; sleep 1000 &")
+        async with pool.acquire(spec) as second:
+            assert second is first and pool.created == 1  # only workdir and /tmp: reused
+            await second.exec("git config --global alias.st status")
+        async with pool.acquire(spec) as third:
+            assert third is not first and pool.created == 2  # /root/.gitconfig: a new container
+            left = await third.exec("git config --global --list; ls -A")
+            assert "alias.st" not in left.stdout and "left.txt" not in left.stdout

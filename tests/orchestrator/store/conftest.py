@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from gymfleet.orchestrator.records import Message, RolloutStatus, Trajectory
+from gymfleet.core.records import Message, RolloutStatus, Trajectory
 from gymfleet.orchestrator.store import GroupSpec, TrajectoryStore
 from gymfleet.orchestrator.store.engine import normalise_url
 

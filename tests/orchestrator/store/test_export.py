@@ -8,7 +8,7 @@ import datasets
 import numpy as np
 import pytest
 
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
 from tests.orchestrator.store.conftest import fill_group
 

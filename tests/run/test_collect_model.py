@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gymfleet.orchestrator.collect import collect
-from gymfleet.orchestrator.records import RolloutStatus
+from gymfleet.run.collection import collect
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
 from tests.orchestrator.conftest import run_config, task

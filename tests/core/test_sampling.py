@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from gymfleet.orchestrator.engines.logprobs import nucleus_logits, sample_token, token_logprobs
+from gymfleet.core.sampling import nucleus_logits, sample_token, token_logprobs
 
 
 def test_temperature_scales_logits_before_softmax() -> None:

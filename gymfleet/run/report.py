@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gymfleet.trainer.worker import STEPS_FILE
+from gymfleet.trainer import STEPS_FILE
 
 
 @dataclass

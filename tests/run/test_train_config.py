@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -10,9 +12,9 @@ import pytest
 import yaml
 
 from gymfleet.orchestrator.errors import ConfigError
-from gymfleet.trainer.config import load_train_config
-from gymfleet.trainer.report import AdapterLoad, GenerationTimeline, build_report, write_report
-from gymfleet.trainer.services import available_tasks
+from gymfleet.run.compose import runnable_tasks
+from gymfleet.run.config import load_train_config
+from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,21 +55,24 @@ def test_bad_configs_say_what_to_fix(tmp_path: Path, doc: dict, overrides: list[
         load_train_config(_write(tmp_path, doc), overrides)
 
 
-def test_tasks_whose_service_is_missing_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_tasks_whose_service_is_missing_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gymfleet.envs.resources import EnvResources
+
     monkeypatch.setenv("GYMFLEET_CHROMIUM", str(tmp_path / "no-chromium"))
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path) + ":" + os.path.dirname(shutil.which("bwrap") or "/usr/bin/bwrap"))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
     cfg = load_train_config(_write(tmp_path, {"tasks": [
         _task("term", env_kwargs={"sandbox": "local"}), _task("dterm", env_kwargs={"sandbox": "docker"}),
         _task("web", "gymfleet/miniwob.click-test-2-v0"), _task("swe", "gymfleet/SWE-v0"),
     ]}))
-    run, left_out = available_tasks(cfg.run)
-    assert [t.name for t in run.tasks] == ["term"]
-    assert set(left_out) == {"dterm", "web", "swe"}
-    assert "Docker" in left_out["swe"] and "Chromium" in left_out["web"]
-    only_web = cfg.run.model_copy(update={"tasks": [cfg.run.tasks[2]]})
-    with pytest.raises(ValueError, match="no task"):
-        available_tasks(only_web)
+    async with EnvResources.open(cfg.run.resources, run_id=cfg.run.run_id) as resources:
+        run, left_out = runnable_tasks(cfg.run, resources)
+        assert [t.name for t in run.tasks] == ["term"]
+        assert set(left_out) == {"dterm", "web", "swe"}
+        assert "Docker" in left_out["swe"] and "Chromium" in left_out["web"]
+        only_web = cfg.run.model_copy(update={"tasks": [cfg.run.tasks[2]]})
+        with pytest.raises(ValueError, match="no task"):
+            runnable_tasks(only_web, resources)
 
 
 def test_report_json_and_pngs(tmp_path: Path) -> None:

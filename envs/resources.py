@@ -1,0 +1,350 @@
+"""EnvResources: what every env of one process shares, opened once per run (per node).
+
+One object holds the sandbox backends (one Docker client and thread pool, one bubblewrap probe,
+one orphan sweep each, all done off the event loop when it opens), a warm
+:class:`~gymfleet.envs.sandbox.pool.SandboxPool` per backend that episodes lease sandboxes from,
+the reaper of every backend on its timer, one Chromium per browser kind that hands each episode
+a fresh context (:mod:`gymfleet.envs.browser.hosts`), the SWE harness with its image cache, and
+the Docker image tags of the task images. Envs receive it::
+
+    async with EnvResources.open(ResourcesConfig(), run_id="r1") as resources:
+        env = make_agent_env("gymfleet/Terminal-v0", resources=resources)
+        ...                                           # every env made so shares the above
+
+An env made without one opens private resources at its first reset (with a pool that keeps no
+idle sandbox, so an episode's sandbox is closed when it ends) and closes them in ``close``.
+The object belongs to the event loop that opened it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from gymfleet.core.strict import StrictModel
+from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.envs.needs import NEEDS, PROBED, Needs, probe_backends
+from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker import DockerBackendConfig
+from gymfleet.envs.sandbox.local import LocalBackendConfig
+from gymfleet.envs.sandbox.pool import PoolConfig, SandboxPool
+from gymfleet.envs.sandbox.reaper import reap_forever
+
+if TYPE_CHECKING:
+    from gymfleet.envs.browser.hosts import BrowserHosts
+    from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+
+log = logging.getLogger(__name__)
+
+
+class ResourcesConfig(StrictModel):
+    """Settings of a run's :class:`EnvResources` (``resources:`` in a run config)."""
+
+    sandbox: Literal["auto", "docker", "local"] = "auto"
+    """The backend of envs that ask for ``auto``: Docker when its daemon answers, else local
+    (env ``GYMFLEET_SANDBOX`` overrides ``auto``)."""
+    pool: PoolConfig = Field(default_factory=lambda: PoolConfig(max_idle_per_key=1024))
+    """Warm sandboxes kept per spec between rollouts; ``max_idle_per_key: 0`` turns pooling off.
+    Keep it at least the run's in-flight cap, or released sandboxes are closed and restarted."""
+    reap_every_s: float = Field(default=300.0, gt=0)
+    """Seconds between sweeps of expired and orphaned sandboxes while the resources are open."""
+    docker: DockerBackendConfig = Field(default_factory=DockerBackendConfig)
+    """How the Docker backend reaches its daemon."""
+    local: LocalBackendConfig = Field(default_factory=LocalBackendConfig)
+    """The bubblewrap backend's settings."""
+
+    @classmethod
+    def private(cls) -> ResourcesConfig:
+        """The settings of an env used alone: no idle sandbox kept, so that an episode's
+        sandbox closes when it ends."""
+        return cls(pool=PoolConfig(max_idle_per_key=0))
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """What the resources hold now (``EnvResources.usage()``), for checks and benchmarks.
+
+    Attributes:
+        sandboxes_leased: sandboxes held by episodes now.
+        sandboxes_idle: warm sandboxes waiting in the pools.
+        sandboxes_started: sandboxes started so far (cold starts).
+        sandboxes_reused: leases served by a warm sandbox.
+        browser_contexts: browser contexts open now (one per running browser episode).
+        chromium_hosts: Chromium processes (or containers) started and alive.
+    """
+
+    sandboxes_leased: int
+    sandboxes_idle: int
+    sandboxes_started: int
+    sandboxes_reused: int
+    browser_contexts: int
+    chromium_hosts: int
+
+
+class SandboxLease:
+    """One episode's hold on a started sandbox; :meth:`release` gives it back. Idempotent.
+
+    Attributes:
+        sandbox: the started sandbox.
+        backend: the name of the backend it came from.
+    """
+
+    def __init__(self, sandbox: Sandbox, backend: str, stack: AsyncExitStack,
+                 on_release: Callable[[SandboxLease], None]) -> None:
+        self.sandbox = sandbox
+        self.backend = backend
+        self._stack = stack
+        self._on_release = on_release
+        self._released = False
+
+    @property
+    def released(self) -> bool:
+        """True once :meth:`release` ran."""
+        return self._released
+
+    async def release(self, *, discard: bool = False) -> None:
+        """Returns the sandbox to its pool (reset there) or closes it.
+
+        Args:
+            discard: close the sandbox instead of pooling it (its state is suspect).
+        """
+        if self._released:
+            return
+        self._released = True
+        self._on_release(self)
+        if discard:
+            await self.sandbox.close()  # the pool then drops it: a closed sandbox fails its reset
+        await self._stack.aclose()
+
+
+class EnvResources:
+    """The shared resources of every env in this process; see the module docstring.
+
+    Make it with :meth:`open`; the constructor alone probes nothing.
+
+    Args:
+        config: settings.
+        run_id: the label of every sandbox leased here (the reaper's scope).
+        backends: backends to use as given, by name (tests, custom backends); not probed and
+            not closed here.
+    """
+
+    def __init__(self, config: ResourcesConfig | None = None, *, run_id: str = "adhoc",
+                 backends: dict[str, SandboxBackend] | None = None) -> None:
+        self.config = config or ResourcesConfig()
+        self.run_id = run_id
+        self._given = dict(backends or {})
+        self._needs = Needs(backends=dict(self._given))
+        self._probing = asyncio.Lock()
+        self._pools: dict[str, SandboxPool] = {}
+        self._leases: set[SandboxLease] = set()
+        self._fresh_started = 0
+        self._reapers: list[asyncio.Task[None]] = []
+        self._browsers: BrowserHosts | None = None
+        self._harnesses: dict[str, SWEHarness] = {}
+        self._image_tags: dict[str, asyncio.Task[str]] = {}
+        self._shared: dict[Any, Any] = {}
+        self._closed = False
+
+    @classmethod
+    def open(cls, config: ResourcesConfig | None = None, *, run_id: str = "adhoc",
+             backends: dict[str, SandboxBackend] | None = None,
+             probe: Iterable[str] = ("docker", "local"),
+             ) -> AbstractAsyncContextManager[EnvResources]:
+        """Opens the resources: probes and sweeps the backends ``probe`` in threads and starts
+        their reapers; on exit closes the pools, the browsers and the probed backends.
+
+        Args:
+            config: settings; defaults when None.
+            run_id: labels every sandbox leased here.
+            backends: see the class.
+            probe: backends probed now (so that :meth:`missing` knows); others are probed
+                when first leased from (an env's private resources probe only what it uses).
+        """
+        return _opened(cls(config, run_id=run_id, backends=backends), tuple(probe))
+
+    # ---- what this machine has ---------------------------------------------------------
+
+    def missing(self, requires: Iterable[str]) -> list[str]:
+        """One reason per need in ``requires`` that this machine lacks (empty: all met).
+
+        Needs: ``sandbox`` (any backend), ``docker``, ``local`` (bubblewrap or the allowed
+        unisolated fallback), ``chromium``. An unknown need is reported as missing.
+        """
+        reasons = []
+        for need in sorted(set(requires)):
+            if need not in NEEDS:
+                reasons.append(f"unknown requirement {need!r} (known: {', '.join(sorted(NEEDS))})")
+            elif (why := self._needs.why_missing(need, self.config.sandbox)) is not None:
+                reasons.append(why)
+        return reasons
+
+    async def backend_name(self, name: str = "auto") -> str:
+        """``name`` with ``auto`` resolved: ``config.sandbox`` (or env ``GYMFLEET_SANDBOX``),
+        then Docker when its daemon answers, else local."""
+        if name == "auto":
+            name = os.environ.get("GYMFLEET_SANDBOX", self.config.sandbox)
+        if name == "auto":
+            await self._probe(["docker"])
+            return "docker" if "docker" in self._needs.backends else "local"
+        return name
+
+    async def backend(self, name: str = "auto") -> SandboxBackend:
+        """The shared backend called ``name`` (``auto`` resolved), probed at first use.
+
+        Raises:
+            SandboxUnavailableError: it is unknown or not available here (the message says how to fix it).
+        """
+        name = await self.backend_name(name)
+        await self._probe([name])
+        return self._needs.backend(name)
+
+    # ---- sandboxes -----------------------------------------------------------------------
+
+    async def pool(self, name: str = "auto") -> SandboxPool:
+        """The warm pool of backend ``name``.
+
+        Raises:
+            SandboxUnavailableError: as :meth:`backend`.
+        """
+        backend = await self.backend(name)
+        if backend.name not in self._pools:
+            self._pools[backend.name] = SandboxPool(backend, self.config.pool)
+        return self._pools[backend.name]
+
+    async def lease(self, spec: SandboxSpec, *, backend: str = "auto", fresh: bool = False,
+                    labels: SandboxLabels | None = None) -> SandboxLease:
+        """A started sandbox for one episode: warm from the pool, else started.
+
+        Args:
+            spec: what the sandbox must look like.
+            backend: the backend's name (``auto`` resolved).
+            fresh: start a new sandbox and close it on release (for envs whose task state is
+                the image itself, such as SWE-bench repositories, which a reset would wipe).
+            labels: labels of a newly started sandbox; default: this run's.
+
+        Raises:
+            SandboxClosedError: the resources were closed.
+            SandboxUnavailableError, SandboxStartError: no sandbox could start.
+        """
+        if self._closed:
+            from gymfleet.envs.errors import SandboxClosedError
+
+            raise SandboxClosedError("these EnvResources were closed; open new ones")
+        chosen = await self.backend(backend)
+        labels = labels or SandboxLabels(run_id=self.run_id)
+        stack = AsyncExitStack()
+        if fresh:
+            sandbox = await stack.enter_async_context(chosen.create(spec, labels))
+            self._fresh_started += 1
+        else:
+            sandbox = await stack.enter_async_context((await self.pool(backend)).acquire(spec, labels))
+        lease = SandboxLease(sandbox, chosen.name, stack, self._leases.discard)
+        self._leases.add(lease)
+        return lease
+
+    # ---- browsers, SWE, images -------------------------------------------------------------
+
+    @property
+    def browsers(self) -> BrowserHosts:
+        """The Chromium hosts (one per kind and configuration; normally one in all)."""
+        if self._browsers is None:
+            from gymfleet.envs.browser.hosts import BrowserHosts
+
+            self._browsers = BrowserHosts(self.run_id)
+        return self._browsers
+
+    async def swe_harness(self, config: SWEHarnessConfig | None = None) -> SWEHarness:
+        """The SWE harness for ``config`` (one per distinct config, with its image cache), on
+        the shared backend.
+
+        Raises:
+            SandboxUnavailableError: its backend is missing.
+        """
+        from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+
+        config = config or SWEHarnessConfig()
+        key = config.model_dump_json()
+        if key not in self._harnesses:
+            self._harnesses[key] = SWEHarness(config, await self.backend(config.sandbox_backend))
+        return self._harnesses[key]
+
+    async def image_tag(self, name: str) -> str:
+        """The content-hash tag of ``images/<name>``, built once per process when missing."""
+        if name not in self._image_tags:
+            from gymfleet.envs.images import ensure_image  # needs the docker SDK and a daemon
+
+            self._image_tags[name] = asyncio.ensure_future(asyncio.to_thread(ensure_image, name))
+        try:
+            return await asyncio.shield(self._image_tags[name])
+        except Exception:
+            self._image_tags.pop(name, None)  # a failed build is retried by the next caller
+            raise
+
+    def shared(self, key: Any, make: Callable[[], Any]) -> Any:
+        """A value made once per resources for ``key`` (parsed task catalogues and the like)."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    # ---- state -----------------------------------------------------------------------------
+
+    def usage(self) -> ResourceUsage:
+        """What is held now; see :class:`ResourceUsage`."""
+        pools = self._pools.values()
+        browsers = self._browsers
+        return ResourceUsage(
+            sandboxes_leased=len(self._leases),
+            sandboxes_idle=sum(p.idle_count() for p in pools),
+            sandboxes_started=sum(p.created for p in pools) + self._fresh_started,
+            sandboxes_reused=sum(p.reused for p in pools),
+            browser_contexts=browsers.open_contexts() if browsers else 0,
+            chromium_hosts=browsers.n_hosts() if browsers else 0,
+        )
+
+    async def _probe(self, names: Iterable[str]) -> None:
+        """Probes (and sweeps) the backends of ``names`` not probed yet, and starts their reapers."""
+        async with self._probing:
+            wanted = [n for n in dict.fromkeys(names) if n in PROBED
+                      and n not in self._needs.backends and n not in self._needs.unavailable]
+            if not wanted or self._closed:
+                return
+            found, unavailable = await probe_backends(wanted, self.config.docker, self.config.local)
+            self._needs.backends.update(found)
+            self._needs.unavailable.update(unavailable)
+        for name, backend in found.items():
+            self._reapers.append(asyncio.create_task(
+                reap_forever(backend, self.config.reap_every_s), name=f"gymfleet-reaper-{name}"))
+
+    async def aclose(self) -> None:
+        """Closes the pools (idle sandboxes), the browsers and the probed backends. Idempotent;
+        sandboxes still leased are closed when released."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._reapers:
+            task.cancel()
+        await asyncio.gather(*self._reapers, return_exceptions=True)
+        await asyncio.gather(*(pool.close() for pool in self._pools.values()))
+        if self._browsers is not None:
+            await self._browsers.close()
+        for name, backend in self._needs.backends.items():
+            close = getattr(backend, "close", None)
+            if name not in self._given and close is not None:
+                close()  # the Docker backend's client and thread pool
+
+
+@asynccontextmanager
+async def _opened(resources: EnvResources, probe: tuple[str, ...]) -> AsyncIterator[EnvResources]:
+    await resources._probe(probe)
+    try:
+        yield resources
+    finally:
+        await resources.aclose()

@@ -1,0 +1,71 @@
+"""The error tree of gymfleet: one root, one subtree per boundary a failure crosses.
+
+``except GymfleetError`` catches everything gymfleet raises on purpose; each boundary's root
+(config, env, sandbox, inference, store, train) catches that boundary's failures. The roots live
+here; the leaves live next to the code that raises them (``envs/errors.py``,
+``orchestrator/errors.py``, ``orchestrator/engines/errors.py``, ``orchestrator/store/errors.py``,
+``trainer/errors.py``, and the env families' ``errors.py``) and keep their names.
+
+Class tree::
+
+    GymfleetError                         anything gymfleet raises on purpose
+    ├── ConfigError (ValueError)          a config, override or argument that cannot be used; names the fix
+    │   └── ModelError                    a model cannot be found or loaded (core/models.py)
+    ├── EnvError (= GymfleetEnvError)     an env, task or image failed (envs/errors.py)
+    │   ├── SandboxError                  a sandbox could not be used (infrastructure)
+    │   │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)
+    │   │   ├── SandboxStartError         a sandbox did not start
+    │   │   ├── SandboxClosedError        used after close()
+    │   │   ├── SandboxFileError          put_file / get_file failed
+    │   │   └── BrowserStartError         Chromium did not start (envs/browser/errors.py)
+    │   ├── ImageBuildError               `gymfleet images build` failed
+    │   ├── UnknownEnvError (KeyError)    an env id that is not registered
+    │   ├── TaskError                     a task folder or instance is malformed (browser, slides leaves)
+    │   └── SWEError, SlidesError, BrowserActionError   the families' own (envs/*/errors.py)
+    ├── InferenceError                    engines, router, gateway (orchestrator/engines/errors.py)
+    │   ├── RequestError                  ContextLengthError, UnknownAdapterError: not retried
+    │   ├── ReplicaError                  ReplicaUnavailableError, ReplicaTimeoutError, ReplicaServerError
+    │   ├── NoReplicaError, AdapterError, AdapterPublishError, ChatTemplateError
+    │   ├── PolicyError                   the policy produced something unusable -> policy_error
+    │   └── EngineError                   an engine failed or is unreachable -> infra_error
+    ├── StoreError                        the trajectory store (orchestrator/store/errors.py)
+    │   ├── StoreURLError (ValueError), StoreOpenError, StoreClosedError, StoreWriteError
+    │   ├── ClaimExpiredError             ack/release of a claim that was re-claimed
+    │   └── RunNotFoundError (KeyError)
+    └── TrainError                        the learner side (trainer/errors.py)
+        └── BucketError                   the adapter bucket cannot be read or written
+
+The sandbox subtree sits under the env subtree: a sandbox is an env's resource, and callers that
+catch ``GymfleetEnvError`` around an episode keep catching sandbox failures.
+``OrchestratorError`` (orchestrator/errors.py) is kept as a name for ``GymfleetError``.
+"""
+
+from __future__ import annotations
+
+
+class GymfleetError(Exception):
+    """Base class of every error gymfleet raises on purpose."""
+
+
+class ConfigError(GymfleetError, ValueError):
+    """A config, override or argument that cannot be used; the message names the field and the fix."""
+
+
+class EnvError(GymfleetError):
+    """An environment, task or image failed (base of ``gymfleet.envs.errors``)."""
+
+
+class SandboxError(EnvError):
+    """A sandbox could not be used; an infrastructure failure, never the policy's fault."""
+
+
+class InferenceError(GymfleetError):
+    """Base class of the inference layer's errors: engines, the router, the TITO gateway."""
+
+
+class StoreError(GymfleetError):
+    """Base class of every trajectory store error."""
+
+
+class TrainError(GymfleetError):
+    """Base class of the learner side's errors (learner, bucket)."""

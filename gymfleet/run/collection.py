@@ -1,0 +1,63 @@
+"""`collect`: runs a collection (rollouts only, no learner) from a run config, through open_run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from gymfleet.orchestrator.config import RunConfig, load_run_config
+from gymfleet.orchestrator.scheduler import RunOutcome
+from gymfleet.run.compose import open_run
+
+
+class ConfigWatcher:
+    """Re-reads the config file when it changes (for live weight edits); None when unchanged."""
+
+    def __init__(self, path: Path, overrides: list[str]) -> None:
+        self.path = path
+        self.overrides = overrides
+        self.mtime_ns = self._mtime()
+
+    def _mtime(self) -> int:
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    def __call__(self) -> RunConfig | None:
+        mtime = self._mtime()
+        if mtime == self.mtime_ns:
+            return None
+        self.mtime_ns = mtime
+        return load_run_config(self.path, self.overrides)
+
+
+async def collect(
+    config: RunConfig,
+    *,
+    config_path: Path | None = None,
+    overrides: list[str] | None = None,
+    console: Console | None = None,
+    live: bool | None = None,
+) -> RunOutcome:
+    """Runs ``config`` until its work is done or SIGINT/SIGTERM stops it.
+
+    The first signal stops admission and lets in-flight rollouts finish (``shutdown.mode:
+    finish``) or aborts them (``abort``) within ``shutdown.deadline_s``; a second aborts at once.
+    Starting the same config again resumes the run.
+
+    Args:
+        config: the run.
+        config_path: the YAML it came from; re-read when it changes (live weights).
+        overrides: the ``KEY.PATH=VALUE`` overrides to re-apply on each re-read.
+        console: where progress goes (default stderr).
+        live: True: a rich live table; False: plain progress lines; None: live on a terminal.
+
+    Raises:
+        ConfigError: no task can run here, a task's env or instances, or the policy, cannot be set up.
+    """
+    watcher = ConfigWatcher(config_path, overrides or []) if config_path else None
+    async with open_run(config, console=console, reload_config=watcher) as run:
+        with run.progress(live):
+            return await run.scheduler.run()

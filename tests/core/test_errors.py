@@ -1,0 +1,70 @@
+"""One error tree: every exception class gymfleet defines is a GymfleetError, under its boundary's root."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from gymfleet.core import errors as core
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"gymfleet": "gymfleet", "envs": "gymfleet.envs", "orchestrator": "gymfleet.orchestrator",
+           "trainer": "gymfleet.trainer"}
+
+
+def _error_classes() -> list[type[BaseException]]:
+    """Every public class whose name ends in Error, in every module of the four folders."""
+    found = []
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder)
+            if "tasks" in rel.parts or "migrations" in rel.parts or "fixtures" in rel.parts:
+                continue
+            names = [node.name for node in ast.walk(ast.parse(path.read_text()))
+                     if isinstance(node, ast.ClassDef) and node.name.endswith("Error") and not node.name.startswith("_")]
+            if names:
+                module = importlib.import_module(".".join([package, *rel.with_suffix("").parts]))
+                found += [getattr(module, n) for n in names]
+    return found
+
+
+def test_every_public_error_class_is_a_gymfleet_error() -> None:
+    classes = _error_classes()
+    assert len(classes) > 30  # envs, families, orchestrator, engines, store, trainer, core
+    strays = [f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, core.GymfleetError)]
+    assert not strays, f"not under GymfleetError: {strays}"
+
+
+@pytest.mark.parametrize(("module", "name", "root"), [
+    ("gymfleet.orchestrator.errors", "ConfigError", core.ConfigError),
+    ("gymfleet.core.models", "ModelError", core.ConfigError),
+    ("gymfleet.envs.errors", "UnknownEnvError", core.EnvError),
+    ("gymfleet.envs.errors", "SandboxStartError", core.SandboxError),
+    ("gymfleet.envs.browser.errors", "BrowserStartError", core.SandboxError),
+    ("gymfleet.envs.swe.errors", "SWESetupError", core.EnvError),
+    ("gymfleet.orchestrator.engines.errors", "ReplicaTimeoutError", core.InferenceError),
+    ("gymfleet.orchestrator.errors", "EngineError", core.InferenceError),
+    ("gymfleet.orchestrator.store.errors", "ClaimExpiredError", core.StoreError),
+    ("gymfleet.trainer.errors", "BucketError", core.TrainError),
+])
+def test_each_boundary_has_its_root(module: str, name: str, root: type[Exception]) -> None:
+    assert issubclass(getattr(importlib.import_module(module), name), root)
+
+
+def test_old_names_still_catch_what_they_caught() -> None:
+    from gymfleet.envs.errors import GymfleetEnvError, SandboxError
+    from gymfleet.orchestrator.errors import ConfigError, OrchestratorError
+
+    assert issubclass(SandboxError, GymfleetEnvError)  # `except GymfleetEnvError` around an episode
+    assert issubclass(ConfigError, OrchestratorError) and issubclass(ConfigError, ValueError)
+
+
+def test_the_tree_is_drawn_in_the_docstring() -> None:
+    doc = core.__doc__ or ""
+    for cls in _error_classes():
+        assert cls.__name__ in doc or cls.__module__.startswith("gymfleet.envs."), cls
+    for root in ("ConfigError", "EnvError", "SandboxError", "InferenceError", "StoreError", "TrainError"):
+        assert f"── {root}" in doc
