@@ -26,8 +26,8 @@ from gymfleet.core.errors import InferenceError
 
 __all__ = [
     "AdapterError", "AdapterPublishError", "ChatTemplateError", "ContextLengthError", "InferenceError",
-    "NoReplicaError", "ReplicaError", "ReplicaServerError", "ReplicaTimeoutError", "ReplicaUnavailableError",
-    "RequestError", "UnknownAdapterError",
+    "NoReplicaError", "ParityError", "ReplicaError", "ReplicaLaunchError", "ReplicaServerError", "ReplicaTimeoutError",
+    "ReplicaUnavailableError", "RequestError", "UnknownAdapterError", "VLLMNotInstalledError",
 ]
 
 

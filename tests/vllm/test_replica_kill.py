@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gymfleet.orchestrator.collect import collect
+from gymfleet.run.collection import collect
 from gymfleet.orchestrator.store import TrajectoryStore
 from tests.orchestrator.conftest import run_config, task
 
@@ -31,7 +31,7 @@ async def test_killing_a_replica_mid_run_loses_no_rollout(vllm_pool: Any, vllm_p
     echo = task("echo", env_kwargs={"n_instances": N_INSTANCES, "step_delay_s": 0.3, "turns": 3}, group_size=GROUP,
                 max_turns=3, sampling={"temperature": 1.0, "max_new_tokens": 6})
     config = run_config(tmp_path, [echo], max_in_flight=8,
-                        policy={"engines": engines, "options": {"router": {"health_interval_s": 0.5}}})
+                        policy={"engines": engines, "router": {"health_interval_s": 0.5}})
     stored_at_kill: list[int] = []
 
     async def kill_mid_run() -> None:
