@@ -14,33 +14,13 @@ import torch
 
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
-from gymfleet.core.records import Generation, Message, SamplingParams
+from gymfleet.core.records import Message, SamplingParams
 from gymfleet.orchestrator.router import Router
+from tests.orchestrator.fake_engine import RecordingEngine
 from tests.vllm.conftest import client
 
 pytestmark = [pytest.mark.vllm, pytest.mark.model, pytest.mark.timeout(900)]
 SAMPLING = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=20)
-
-
-class Recording:
-    """An Engine wrapper that records every prompt sent to the replica."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine, self.name, self.prompts = engine, "recording", []
-
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None,
-                       routing_key: str | None = None) -> Generation:
-        self.prompts.append(list(prompt_ids))
-        return await self.engine.generate(prompt_ids, sampling, adapter, routing_key)
-
-    async def load_adapter(self, name: str, path: str) -> None:
-        await self.engine.load_adapter(name, path)
-
-    async def unload_adapter(self, name: str) -> None:
-        await self.engine.unload_adapter(name)
-
-    async def health(self) -> bool:
-        return await self.engine.health()
 
 
 async def test_three_turns_are_bit_exact_and_match_the_learner(vllm_f32: Any, smollm_model: Any, smollm_tokenizer: Any,
@@ -48,7 +28,7 @@ async def test_three_turns_are_bit_exact_and_match_the_learner(vllm_f32: Any, sm
     from peft import PeftModel
 
     async with client(vllm_f32) as engine:
-        recording = Recording(engine)
+        recording = RecordingEngine(engine)
         async with Router([recording]) as router:
             gateway = Gateway(smollm_tokenizer, router, GatewayConfig(run_id="tito"))
             await gateway.publish_adapter(1, str(lora_dirs[0]))
