@@ -54,6 +54,7 @@ def test_train_hot_loads_adapters_into_launched_vllm_replicas(vllm_pool: Any, tm
             time.sleep(0.5)
         assert len(bucket.versions()) >= 3, job.communicate(timeout=60)[0] if job.poll() is not None else "no publish"
         servers = _vllm_processes(root)  # supervisor, API server, engine core, worker
+        commands = [" ".join(p.cmdline()) for p in alive(servers)]
         job.send_signal(signal.SIGINT)  # the learner publishes what it trained, then the job ends
         out, _ = job.communicate(timeout=300)
     finally:
@@ -67,6 +68,9 @@ def test_train_hot_loads_adapters_into_launched_vllm_replicas(vllm_pool: Any, tm
     # rollouts started after a version was hot-loaded into vLLM are stamped with it
     assert max(asyncio.run(_versions(str(tmp_path / "store.db"), run_id))) >= 1
     assert len(servers) >= 3, [(p.pid, p.name()) for p in servers]
+    api_server = next(c for c in commands if "vllm.entrypoints.openai.api_server" in c and "supervisor" not in c)
+    # LoRA slots: max_staleness (the learner's default, 4) + 2, so no version with rollouts in flight is evicted
+    assert "--max-loras 6 --max-cpu-loras 6" in api_server and "--logprobs-mode processed_logprobs" in api_server
     deadline = time.monotonic() + 60
     while alive(servers) and time.monotonic() < deadline:
         time.sleep(0.5)
