@@ -42,10 +42,10 @@ import typer
 from rich.console import Console
 from sqlalchemy import insert
 
+from gymfleet.core.records import Message, SamplingParams, Trajectory
 from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.loop import run_loop
-from gymfleet.core.records import Message, SamplingParams, Trajectory
 from gymfleet.orchestrator.scheduler import Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.codec import to_values

@@ -56,6 +56,7 @@ except ImportError:
 TERMINAL_TASKS = ["log-errors", "word-frequency", "organize-files"]
 MINIWOB_TASKS = ["click-button", "click-link", "enter-text", "focus-text", "click-checkboxes"]
 SIGMA = 0.5  # log-normal think time: sigma of the log
+MIN_FREE_BYTES = 3 << 30
 
 
 def log(msg: str) -> None:
@@ -258,6 +259,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
     full_at: float | None = None
     cpu0, tree_cpu0, leases0 = resource.getrusage(resource.RUSAGE_SELF), tree.cpu_s(), len(timings.leases)
     done0 = t0 = None
+    stopped_early = False
     next_tree = 0.0
     while not runner.done():
         await asyncio.sleep(0.25)
@@ -265,28 +267,33 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
         in_flight = scheduler.stats.in_flight
         if full_at is None and in_flight >= 0.98 * concurrency:
             full_at = elapsed
-        if elapsed >= next_tree:
-            tree.sample()
-            next_tree = elapsed + 5.0
+        if elapsed >= next_tree:  # /proc walks of thousands of processes: off the event loop
+            await asyncio.to_thread(tree.sample)
+            next_tree = elapsed + 10.0
             log(f"  {elapsed:6.1f} s in flight {in_flight} completed {scheduler.stats.completed} "
                 f"procs {tree.peak_procs} rss {tree.peak_rss / 2**30:.2f} GiB")
         if forever and elapsed >= warmup_s:
             if t0 is None:
                 t0, done0 = time.monotonic(), scheduler.stats.completed
-                cpu0, tree_cpu0 = resource.getrusage(resource.RUSAGE_SELF), tree.cpu_s()
+                cpu0, tree_cpu0 = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s)
                 leases0 = len(timings.leases)
             samples.append(in_flight)
         if forever and elapsed >= duration_s:
             break
+        if psutil.virtual_memory().available < MIN_FREE_BYTES:  # a shared machine: leave it room
+            log(f"  stopping early: less than {MIN_FREE_BYTES >> 30} GiB of memory left")
+            stopped_early = True
+            break
     window_s = time.monotonic() - (t0 if t0 is not None else started)
     completed = scheduler.stats.completed - (done0 or 0)
-    cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), tree.cpu_s() - tree_cpu0
+    cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s) - tree_cpu0
     window_leases = timings.leases[leases0:]
     scheduler.request_stop()
     scheduler.request_stop()
     await runner
     return {
         "concurrency": concurrency, "window_s": round(window_s, 1), "completed_in_window": completed,
+        "stopped_early_low_memory": stopped_early,
         "rollouts_per_s": round(completed / window_s, 4) if window_s else None,
         "achieved_concurrency": round(float(np.mean(samples)), 1) if samples else None,
         "seconds_to_full_concurrency": round(full_at, 1) if full_at is not None else None,

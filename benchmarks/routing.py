@@ -39,9 +39,9 @@ from rich.console import Console
 from rich.progress import Progress
 
 from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
+from gymfleet.core.records import Generation, Message, SamplingParams
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
-from gymfleet.core.records import Generation, Message, SamplingParams
 from gymfleet.orchestrator.router import Router
 
 TURN = SamplingParams(temperature=0.7, max_new_tokens=4, seed=0)

@@ -238,14 +238,15 @@ class EnvResources:
             from gymfleet.envs.errors import SandboxClosedError
 
             raise SandboxClosedError("these EnvResources were closed; open new ones")
-        chosen = await self.backend(backend)
+        chosen, pool = await self.backend(backend), await self.pool(backend)
         labels = labels or SandboxLabels(run_id=self.run_id)
         stack = AsyncExitStack()
-        if fresh:
-            sandbox = await stack.enter_async_context(chosen.create(spec, labels))
+        if fresh:  # bounded by the pool's start gate too: a burst of starts times them all out
+            async with pool.start_gate():
+                sandbox = await stack.enter_async_context(chosen.create(spec, labels))
             self._fresh_started += 1
         else:
-            sandbox = await stack.enter_async_context((await self.pool(backend)).acquire(spec, labels))
+            sandbox = await stack.enter_async_context(pool.acquire(spec, labels))
         lease = SandboxLease(sandbox, chosen.name, stack, self._leases.discard)
         self._leases.add(lease)
         return lease

@@ -10,11 +10,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.run.collection import collect
+from gymfleet.core.errors import GymfleetError
 from gymfleet.orchestrator.config import load_run_config
-from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.orchestrator.loop import run_loop
-from gymfleet.orchestrator.store.errors import StoreError
+from gymfleet.run.collection import collect
+from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
 
@@ -26,7 +26,11 @@ def collect_command(
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: the config's, else its file name).")] = None,
     store: Annotated[str | None, typer.Option(help="Store URL (overrides the config's).")] = None,
-    progress: Annotated[bool, typer.Option(help="Show the live progress table.")] = True,
+    progress: Annotated[bool, typer.Option(
+        help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
+             "(CI, nohup, a log file), plain progress lines instead.")] = True,
+    progress_every: Annotated[float, typer.Option(
+        min=0.1, max=30.0, help="Seconds between plain progress lines.")] = PLAIN_INTERVAL_S,
 ) -> None:
     """Collects rollouts as the config says and stores every trajectory; rerun to resume."""
     overrides = list(set_ or [])
@@ -38,8 +42,8 @@ def collect_command(
     try:
         cfg = load_run_config(config, overrides)
         outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
-                                   live=progress and console.is_terminal))
-    except (ConfigError, StoreError) as exc:
+                                   live=progress and console.is_terminal, progress_every_s=progress_every))
+    except GymfleetError as exc:  # a config, store, sandbox or policy that cannot be used: one line
         console.print(Text("error: ", style="red") + Text(str(exc)))
         raise typer.Exit(2) from exc
     console.print(

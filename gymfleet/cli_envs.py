@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,6 +22,7 @@ from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
 console = Console()
+err_console = Console(stderr=True)
 
 
 @envs_app.command("list")
@@ -84,6 +87,7 @@ def rollout(
 ) -> None:
     """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
     kwargs: dict[str, str] = _env_kwargs(env_arg)
+    started = time.time()
     try:
         kwarg = env_class(env).artifacts_kwarg
         if kwarg:
@@ -99,6 +103,20 @@ def rollout(
         else:
             _print_episode(ep)
     _print_summary(episodes)
+    if kwarg:
+        _print_pictures(Path(kwargs[kwarg]), started, err_console if json_out else console)
+
+
+def _print_pictures(folder: Path, since: float, out: Console) -> None:
+    """Says where this rollout's PNGs went (on stderr with --json, so that stdout stays JSON)."""
+    pngs = sorted(p for p in folder.rglob("*.png") if p.stat().st_mtime >= since - 1) if folder.is_dir() else []
+    where = folder.resolve()
+    if not pngs:
+        out.print(f"no PNGs written (folder {where})", markup=False, highlight=False)
+        return
+    dirs = sorted({p.parent.resolve() for p in pngs})
+    out.print(f"wrote {len(pngs)} PNG{'s' if len(pngs) > 1 else ''} under {where}: "
+                      + ", ".join(str(d) for d in dirs), markup=False, highlight=False, soft_wrap=True)
 
 
 async def _rollouts(

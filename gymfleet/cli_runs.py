@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Column, Table
@@ -69,28 +70,21 @@ def _with_store(url: str, fn: Callable[[TrajectoryStore], Awaitable[T]]) -> T:
 
 @runs_app.command("list")
 def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> None:
-    """Lists runs with their status and per-status trajectory counts."""
-    table = Table(Column("run", overflow="fold"), "status", "started", "starts", "groups done", "trajectories",
-                  Column("by status", overflow="fold"), "reward")
+    """Lists runs: status, start time (xN: started N times), complete groups, rollouts by status, mean reward."""
+    # Ids are never cut: they fold onto more lines when the terminal is narrow; short values stay whole.
+    table = Table(_fold("run"), _whole("status"), _whole("started"), _whole("groups"), _fold("rollouts"),
+                  _whole("reward"), box=box.SIMPLE_HEAD, pad_edge=False)
     for url in _stores(store, runs_dir):
         for run in _with_store(url, lambda s: s.list_runs()):
             rewards = [t.mean_reward_ok for t in run.tasks if t.mean_reward_ok is not None]
+            started = run.created_at.strftime("%m-%d %H:%M") + (f" x{run.n_starts}" if run.n_starts > 1 else "")
+            by_status = " ".join(f"{k}={v}" for k, v in sorted(run.by_status.items()))
             table.add_row(
-                run.run_id, run.status, run.created_at.strftime("%Y-%m-%d %H:%M"), str(run.n_starts),
-                f"{run.n_groups_complete}/{run.n_groups}", str(run.n_trajectories),
-                " ".join(f"{k}={v}" for k, v in sorted(run.by_status.items())),
+                run.run_id, run.status, started, f"{run.n_groups_complete}/{run.n_groups}",
+                f"{run.n_trajectories}: {by_status}" if by_status else "0",
                 f"{sum(rewards) / len(rewards):.3f}" if rewards else "-",
             )
     console.print(table)
-
-
-class StatusName(str, Enum):
-    ok = "ok"
-    truncated = "truncated"
-    policy_error = "policy_error"
-    env_error = "env_error"
-    infra_error = "infra_error"
-    aborted = "aborted"
 
 
 @runs_app.command("show")
@@ -99,7 +93,7 @@ def show(
     store: StoreOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
     n: Annotated[int, typer.Option("--n", min=0, help="Trajectories to print.")] = 3,
-    status: Annotated[StatusName | None, typer.Option(help="Only trajectories with this status.")] = None,
+    status: Annotated[RolloutStatus | None, typer.Option(help="Only trajectories with this status.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
     rollout: Annotated[str | None, typer.Option(help="Only this rollout id.")] = None,
     max_chars: Annotated[int, typer.Option(help="Cut each message to this many characters (0: never).")] = 2000,
@@ -109,7 +103,7 @@ def show(
 
     async def fetch(s: TrajectoryStore) -> tuple[RunSummary, list[StoredTrajectory]]:
         filters = dict(limit=n, task=task, rollout_id=rollout,
-                       status=RolloutStatus(status.value) if status else None)
+                       status=status)
         return await s.run_summary(run_id), await s.trajectories(run_id, **filters)
 
     summary, trajs = _with_store(url, fetch)
@@ -118,9 +112,20 @@ def show(
         _print_trajectory(stored, max_chars)
 
 
+def _fold(header: str) -> Column:
+    """A column of long values (ids): narrowed first when the terminal is narrow, folding onto more
+    lines, never cut with an ellipsis."""
+    return Column(header, overflow="fold")
+
+
+def _whole(header: str) -> Column:
+    """A column of short values (counts, statuses): kept whole while long ones fold."""
+    return Column(header, no_wrap=True)
+
+
 def _summary_table(run: RunSummary) -> Table:
-    table = Table(Column("task", overflow="fold"), Column("env", overflow="fold"), "trajectories",
-                  Column("by status", overflow="fold"), "mean reward (ok+truncated)",
+    table = Table(_fold("task"), _fold("env"), _whole("rollouts"), _fold("by status"),
+                  _whole("mean reward"), box=box.SIMPLE_HEAD, pad_edge=False, caption="mean reward over ok and truncated rollouts",
                   title=f"run {run.run_id}: {run.status}, groups {run.n_groups_complete}/{run.n_groups} "
                         f"complete, started {run.n_starts}x", title_justify="left")
     for t in run.tasks:
@@ -133,7 +138,8 @@ def _summary_table(run: RunSummary) -> Table:
 def _print_trajectory(stored: StoredTrajectory, max_chars: int) -> None:
     traj = stored.trajectory
     style = "green" if traj.status is RolloutStatus.ok else "yellow" if traj.status is RolloutStatus.truncated else "red"
-    console.rule(Text(f"{traj.rollout_id}  ·  {traj.instance_id}"))
+    console.rule()
+    console.print(Text(f"{traj.rollout_id}  ·  {traj.instance_id}", style="bold"), overflow="fold")
     head = Text.assemble(("status ", "bold"), (traj.status.value, style), ("  reward ", "bold"), f"{traj.reward:g}",
                          ("  tokens ", "bold"), f"{traj.n_tokens} ({traj.n_generated_tokens} generated)")
     if traj.reason:
@@ -159,13 +165,13 @@ def export(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     out: Annotated[Path, typer.Argument(help="Output file.")],
     fmt: Annotated[Format, typer.Option("--format", help="jsonl or parquet (both load with `datasets`).")] = Format.jsonl,
-    status: Annotated[list[StatusName] | None, typer.Option(help="Only these statuses (repeatable).")] = None,
+    status: Annotated[list[RolloutStatus] | None, typer.Option(help="Only these statuses (repeatable).")] = None,
     store: StoreOpt = None,
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
     """Exports a run's trajectories, token-exact, to JSONL or parquet."""
     (url,) = _stores(store, runs_dir, run_id)
-    statuses = [RolloutStatus(s.value) for s in status] if status else None
+    statuses = list(status) if status else None
     try:
         n = _with_store(url, lambda s: s.export(run_id, out, fmt.value, statuses))
     except OSError as exc:  # the output folder cannot be created or written

@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import GymfleetError
+from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
 
@@ -21,7 +22,11 @@ def train_command(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show the live progress table.")] = True,
+    progress: Annotated[bool, typer.Option(
+        help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
+             "(CI, nohup, a log file), plain progress lines instead.")] = True,
+    progress_every: Annotated[float, typer.Option(
+        min=0.1, max=30.0, help="Seconds between plain progress lines.")] = PLAIN_INTERVAL_S,
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config
@@ -30,8 +35,9 @@ def train_command(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = load_train_config(config, list(set_ or []))
-        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal))
-    except (ConfigError, ValueError) as exc:
+        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
+                                    progress_every_s=progress_every))
+    except (GymfleetError, ValueError) as exc:  # a config, store, sandbox or policy that cannot be used: one line
         console.print(Text("error: ", style="red") + Text(str(exc)))
         raise typer.Exit(2) from exc
     r = outcome.report

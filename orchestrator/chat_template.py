@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gymfleet.orchestrator.engines.errors import ChatTemplateError
 from gymfleet.core.records import Message
+from gymfleet.orchestrator.engines.errors import ChatTemplateError
 
 PROBE_CONVERSATION = [
     Message("system", "You solve tasks in a terminal."),

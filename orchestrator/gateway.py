@@ -2,7 +2,7 @@
 
 Each turn's prompt is the exact token ids of the conversation so far plus the new messages'
 tokens; generated ids and their logprobs come from the engine and are never re-tokenised.
-Environment tokens get loss mask 0, logprob 0 and version -1 (DESIGN.md, Trajectory).
+Environment tokens get loss mask 0, logprob 0 and version -1 (docs/design.md, Trajectory).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from gymfleet.core.records import Message, SamplingParams, Trajectory
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.core.records import Message, SamplingParams, Trajectory
-from gymfleet.core.strict import StrictModel
 
 
 class GatewayConfig(StrictModel):

@@ -1,7 +1,7 @@
 """One rollout: an env episode played by the policy, classified and recorded as a Trajectory.
 
 ``reset -> open session -> (generate -> step)* -> trajectory``, with a per-turn and a per-rollout
-time limit. Every failure is classified here, at the boundary (DESIGN.md failure contract):
+time limit. Every failure is classified here, at the boundary (docs/design.md, failure contract):
 
 =====================================  ==============
 what happened                          status
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import SandboxError
 from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
-from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.orchestrator.store.codec import json_safe
 
 EnvFactory = Callable[[], AgentEnv]

@@ -19,6 +19,8 @@ from typing import TypeVar
 from pydantic import Field
 from uhashring import HashRing
 
+from gymfleet.core.records import Generation, SamplingParams
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.errors import (
     AdapterPublishError,
     NoReplicaError,
@@ -26,8 +28,6 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaTimeoutError,
 )
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.core.records import Generation, SamplingParams
-from gymfleet.core.strict import StrictModel
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

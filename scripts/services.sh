@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Installs (Debian, as root) and starts the services the tests need: Docker, PostgreSQL,
-# bubblewrap and Chromium. Idempotent: a second run costs about a second.
-# Writes scripts/services.env with the variables the tests read.
+# Installs (Debian, as root) and starts the services gymfleet uses. Idempotent: a second run
+# costs about a second.
+#   services.sh        what the tests need: Docker, PostgreSQL, bubblewrap, Chromium; writes
+#                      scripts/services.env with the variables the tests read (`make test`)
+#   services.sh run    what the default run needs: Docker, bubblewrap, Chromium (`make run`)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pkgs=(docker.io bubblewrap chromium postgresql debootstrap fonts-dejavu-core git make gcc sqlite3 python3 procps)
+mode=${1:-test}
+case "$mode" in test|run) ;; *) echo "usage: services.sh [test|run]" >&2; exit 2 ;; esac
+pkgs=(docker.io bubblewrap chromium debootstrap fonts-dejavu-core git make gcc sqlite3 python3 procps)
+[ "$mode" = test ] && pkgs+=(postgresql)
 need=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
@@ -20,6 +25,11 @@ if ! docker info >/dev/null 2>&1; then
   (setsid dockerd >/var/log/gymfleet-dockerd.log 2>&1 &)
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { echo "services.sh: dockerd did not start; see /var/log/gymfleet-dockerd.log" >&2; tail -20 /var/log/gymfleet-dockerd.log >&2; exit 1; }
+fi
+
+if [ "$mode" = run ]; then
+  echo "services.sh: docker, bubblewrap, chromium ready"
+  exit 0
 fi
 
 # PostgreSQL cluster on 127.0.0.1:5432 with a test database.

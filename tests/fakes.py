@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
@@ -49,3 +50,22 @@ class EchoEnv(AgentEnv):
 
     def gold_policy(self, instance_id: str | None = None) -> Policy:
         return ScriptedPolicy([instance_id or self.word])
+
+
+class PictureEchoEnv(EchoEnv):
+    """EchoEnv that saves one PNG per step under ``pictures_dir/<word>/`` (its ``artifacts_kwarg``).
+
+    Arguments: ``pictures_dir``. Otherwise as EchoEnv.
+    """
+
+    artifacts_kwarg = "pictures_dir"
+
+    def __init__(self, pictures_dir: str = "pictures") -> None:
+        super().__init__()
+        self.pictures_dir = Path(pictures_dir)
+
+    async def step_async(self, action: str):
+        folder = self.pictures_dir / self.word
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "step.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+        return await super().step_async(action)

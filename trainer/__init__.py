@@ -7,20 +7,14 @@ bucket does not import torch).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gymfleet.core.lazy import lazy_exports
 
 _EXPORTS = {
-    "AdapterBucket": "bucket", "Bucket": "bucket", "PublishedAdapter": "bucket", "BucketError": "errors", "TrainError": "errors",
-    "GroupSource": "learner", "Learner": "learner", "LearnerConfig": "learner", "StepMetrics": "learner",
-    "StoreGroupSource": "source", "PID_FILE": "worker", "STEPS_FILE": "worker", "WorkerArgs": "worker", "learner_process": "worker",
+    "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors",
+    "TrainError": ".errors", "GroupSource": ".learner", "Learner": ".learner", "LearnerConfig": ".learner",
+    "StepMetrics": ".learner", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".worker",
+    "WorkerArgs": ".worker", "learner_process": ".worker",
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gymfleet.trainer' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"gymfleet.trainer.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -7,7 +7,7 @@ per-token logprobs ``logp`` (B, T), the behaviour policy's (rollout engine's) lo
 
 Objectives (pick by name from :data:`OBJECTIVES`):
 
-* ``"dsis"``: direct double-sided importance sampling (GLM-5; DESIGN.md, Learner). Per token
+* ``"dsis"``: direct double-sided importance sampling (GLM-5; docs/design.md, Learner). Per token
   ``ratio = exp(logp - behaviour_logp)``; ``keep = 1 - eps_low < ratio < 1 + eps_high``;
   ``loss = -sum(keep * ratio * A) / n_generated_tokens``. Tokens outside the band are masked,
   not clipped: they get no gradient at all. No old-policy forward pass.

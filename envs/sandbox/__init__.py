@@ -5,7 +5,7 @@
     async with open_sandbox(SandboxSpec(image="gymfleet/terminal:latest")) as sb:
         result = await sb.exec("echo hi", timeout_s=10)
 
-"auto" means Docker when a daemon answers, else the local backend (DESIGN.md).
+"auto" means Docker when a daemon answers, else the local backend (docs/design.md).
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from pydantic import Field
+
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxClosedError, SandboxError
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
@@ -50,6 +52,10 @@ class PoolConfig(StrictModel):
     """A warm sandbox expiring within this many seconds is closed rather than handed out."""
     max_uses: int = 0
     """Uses after which a sandbox is closed instead of reset; 0 means no limit."""
+    max_starting: int = Field(default=8, ge=1)
+    """Sandboxes starting at once; more wait their turn. A burst of cold starts (a run's first
+    thousand rollouts) beyond what the machine runs at once makes every start slow enough to
+    time out."""
 
 
 @runtime_checkable
@@ -86,6 +92,7 @@ class SandboxPool:
         self.created = 0
         self.reused = 0
         self._idle: dict[str, list[_Slot]] = {}
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._closed = False
 
     @asynccontextmanager
@@ -150,10 +157,18 @@ class SandboxPool:
         slot.uses = 1
         return slot
 
+    def start_gate(self) -> asyncio.Semaphore:
+        """The semaphore bounding starts at ``max_starting`` (one per event loop driving the pool)."""
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate[0] is not loop:
+            self._gate = (loop, asyncio.Semaphore(self.config.max_starting))
+        return self._gate[1]
+
     async def _start(self, spec: SandboxSpec, labels: SandboxLabels | None) -> _Slot:
         sandbox = self.backend.create(spec, labels)
         try:
-            await sandbox.start()
+            async with self.start_gate():
+                await sandbox.start()
         except BaseException:
             await _close_quietly(sandbox)
             raise

@@ -14,6 +14,7 @@ from gymfleet.envs.actions import bash_block
 from gymfleet.envs.errors import SandboxStartError, TaskError
 from gymfleet.envs.resources import EnvResources
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+from gymfleet.envs.sandbox.bulk import folder_files, put_files
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.terminal import prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
@@ -159,10 +160,7 @@ class TerminalEnv(SandboxEnv[Task]):
                     "sandbox: install them on the host (local backend) or use --env-arg sandbox=docker"
                 )
         if task.files_dir.is_dir():
-            for path in sorted(task.files_dir.rglob("*")):
-                if path.is_file():
-                    mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-                    await sandbox.put_file(path.relative_to(task.files_dir).as_posix(), path.read_bytes(), mode)
+            await put_files(sandbox, folder_files(task.files_dir))
         setup = task.setup_script
         if setup is not None:
             script = f"{scratch}/setup-{uuid.uuid4().hex}.sh"

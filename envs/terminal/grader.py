@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from gymfleet.envs.errors import SandboxFileError
 from gymfleet.envs.sandbox.base import Sandbox
+from gymfleet.envs.sandbox.bulk import folder_files, put_files
 from gymfleet.envs.terminal.task import Task
 
 TESTLIB_NAME = "gymfleet_testlib.py"
@@ -127,11 +128,9 @@ async def grade(sandbox: Sandbox, task: Task, scratch_dir: str) -> GradeReport:
 
 
 async def _copy_tests(sandbox: Sandbox, task: Task, folder: str) -> None:
-    for path in sorted(task.tests_dir.rglob("*")):
-        if path.is_file():
-            mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-            await sandbox.put_file(f"{folder}/{path.relative_to(task.tests_dir).as_posix()}", path.read_bytes(), mode)
-    await sandbox.put_file(f"{folder}/{TESTLIB_NAME}", TESTLIB_SOURCE.read_bytes(), 0o644)
+    files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir).items()}
+    files[f"{folder}/{TESTLIB_NAME}"] = (TESTLIB_SOURCE.read_bytes(), 0o644)
+    await put_files(sandbox, files)
 
 
 async def _fetch(sandbox: Sandbox, path: str) -> bytes | None:

@@ -6,23 +6,16 @@ learner (through ``gymfleet.trainer``'s public names). Names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gymfleet.core.lazy import lazy_exports
 
 _EXPORTS = {
-    "Run": "compose", "open_run": "compose", "runnable_tasks": "compose",
-    "collect": "collection", "ConfigWatcher": "collection",
-    "train": "job", "JobOutcome": "job",
-    "TrainConfig": "config", "BudgetConfig": "config", "load_train_config": "config",
-    "train_config_from_dict": "config",
-    "evaluate": "evaluate", "EvalResult": "evaluate",
+    "Run": ".compose", "open_run": ".compose", "runnable_tasks": ".compose",
+    "collect": ".collection", "ConfigWatcher": ".collection",
+    "train": ".job", "JobOutcome": ".job",
+    "TrainConfig": ".config", "BudgetConfig": ".config", "load_train_config": ".config",
+    "train_config_from_dict": ".config",
+    "evaluate": ".evaluate", "EvalResult": ".evaluate",
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gymfleet.run' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"gymfleet.run.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -40,6 +40,7 @@ async def collect(
     overrides: list[str] | None = None,
     console: Console | None = None,
     live: bool | None = None,
+    progress_every_s: float | None = None,
 ) -> RunOutcome:
     """Runs ``config`` until its work is done or SIGINT/SIGTERM stops it.
 
@@ -53,11 +54,12 @@ async def collect(
         overrides: the ``KEY.PATH=VALUE`` overrides to re-apply on each re-read.
         console: where progress goes (default stderr).
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
+        progress_every_s: seconds between plain progress lines (default 10).
 
     Raises:
         ConfigError: no task can run here, a task's env or instances, or the policy, cannot be set up.
     """
     watcher = ConfigWatcher(config_path, overrides or []) if config_path else None
     async with open_run(config, console=console, reload_config=watcher) as run:
-        with run.progress(live):
+        with run.progress(live, interval_s=progress_every_s):
             return await run.scheduler.run()

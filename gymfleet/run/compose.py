@@ -19,10 +19,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
 from gymfleet.core.errors import ConfigError
+from gymfleet.core.strict import validation_problems
 from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances, unmet_needs
@@ -96,6 +98,25 @@ def runnable_tasks(config: RunConfig, resources: EnvResources) -> tuple[RunConfi
     return config.model_copy(update={"tasks": kept}), left_out
 
 
+async def _task_envs(config: RunConfig, resources: EnvResources) -> tuple[dict[str, EnvFactory], dict[str, list[str]]]:
+    """Per task, the env factory and the instance ids (making one env of each task once).
+
+    Raises:
+        ConfigError: a task's env id is unknown, its ``env_kwargs`` do not fit the env, or its
+            instances are wrong.
+    """
+    factories, instances = {}, {}
+    for task in config.tasks:
+        factories[task.name] = env_factory(task, resources)
+        try:
+            instances[task.name] = await resolve_instances(task, factories[task.name])
+        except (ValidationError, TypeError) as exc:  # the env refused its arguments
+            detail = validation_problems(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise ConfigError(f"task {task.name}: env_kwargs {task.env_kwargs} do not fit {task.env_id}: "
+                              f"{detail}") from exc
+    return factories, instances
+
+
 @contextmanager
 def _stop_signals(on_stop: Callable[[], None]) -> Iterator[None]:
     loop = asyncio.get_running_loop()
@@ -139,8 +160,7 @@ async def open_run(
         config, left_out = runnable_tasks(config, resources)
         for name, why in left_out.items():
             console.print(Text(f"task {name} left out: ", style="yellow") + Text(why))
-        factories = {t.name: env_factory(t, resources) for t in config.tasks}
-        instances = {t.name: await resolve_instances(t, factories[t.name]) for t in config.tasks}
+        factories, instances = await _task_envs(config, resources)
         store = await stack.enter_async_context(await TrajectoryStore.open(config.store))
         gateway = await stack.enter_async_context(open_gateway(
             config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))

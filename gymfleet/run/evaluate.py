@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gymfleet.orchestrator.config import RunConfig, TaskConfig
 from gymfleet.core.records import RolloutStatus
+from gymfleet.orchestrator.config import RunConfig, TaskConfig
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.run.collection import collect
 

@@ -146,13 +146,15 @@ class _Job:
         return self.proc.exitcode
 
 
-async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool | None = None) -> JobOutcome:
+async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool | None = None,
+                progress_every_s: float | None = None) -> JobOutcome:
     """Runs a training job until its budget is spent (or the learner dies) and writes its report.
 
     Args:
         cfg: the training run.
         console: where messages and progress go (default stderr).
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
+        progress_every_s: seconds between plain progress lines (default 10).
 
     Raises:
         ConfigError: no task of the mix can run here, or a task's env or instances, or the
@@ -164,6 +166,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
     job = _Job(cfg, console)
     exitcode = None
+    ended: RunOutcome | BaseException | None = None
     async with open_run(cfg.run, console=console, on_stop=job.request_stop) as run:
         job.timeline.left_out = run.left_out
         scheduler, gateway = run.scheduler, run.gateway
@@ -174,7 +177,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
         runner = asyncio.create_task(scheduler.run(), name="scheduler")
         sampler = asyncio.create_task(job.sample_idle(scheduler), name="idle-sampler")
         try:
-            with run.progress(live, extra=lambda: f"learner step {job.learner_step}"):
+            with run.progress(live, extra=lambda: f"learner step {job.learner_step}", interval_s=progress_every_s):
                 if cfg.mode == "sync":
                     await job.drive_sync(gateway, scheduler, runner)
                 else:

@@ -16,9 +16,9 @@ from typing import Any, cast
 import torch
 from transformers import DynamicCache
 
-from gymfleet.orchestrator.engines.kv_cache import SessionCache, SessionCacheStore
-from gymfleet.core.sampling import sample_token
 from gymfleet.core.records import SamplingParams
+from gymfleet.core.sampling import sample_token
+from gymfleet.orchestrator.engines.kv_cache import SessionCache, SessionCacheStore
 
 BASE_ADAPTER = "__base__"
 """peft's name for "no adapter" in a mixed-adapter batch."""

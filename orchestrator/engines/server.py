@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
 from gymfleet.orchestrator.engines.vllm import SESSION_HEADER, TOKEN_ID_PREFIX
-from gymfleet.core.records import SamplingParams
 
 
 class CompletionRequest(BaseModel):

@@ -9,18 +9,18 @@ from typing import Any
 
 import torch
 
+from gymfleet.core.models import load_causal_lm, load_tokenizer
+from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.errors import (
     AdapterError,
     ContextLengthError,
     ReplicaServerError,
     UnknownAdapterError,
 )
-from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.kv_cache import SessionCacheStore
-from gymfleet.core.models import load_causal_lm, load_tokenizer
-from gymfleet.core.records import Generation, SamplingParams
 
 
 @dataclass

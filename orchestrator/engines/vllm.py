@@ -35,6 +35,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, model_validator
 
+from gymfleet.core.records import Generation, SamplingParams
+from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.adapters import adapter_version, copy_adapter, is_remote
 from gymfleet.orchestrator.engines.errors import (
     AdapterError,
@@ -45,8 +47,6 @@ from gymfleet.orchestrator.engines.errors import (
     RequestError,
     UnknownAdapterError,
 )
-from gymfleet.core.records import Generation, SamplingParams
-from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.engines.vllm_launcher import VLLMServerConfig
 
 SESSION_HEADER = "X-Gymfleet-Session"

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from gymfleet.orchestrator.store.errors import StoreURLError
@@ -70,13 +71,25 @@ def create_store_engine(url: str, *, schema: str | None = None, pool_size: int =
         if not _SCHEMA_NAME.match(schema):
             raise StoreURLError(f"schema {schema!r}: use letters, digits and _ only")
         kwargs["connect_args"] = {"server_settings": {"search_path": schema}}
-    return create_async_engine(url, **kwargs)
+    return create_async_engine(url, hide_parameters=True, **kwargs)
+
+
+def summarise_db_error(exc: BaseException, limit: int = 300) -> str:
+    """One line for people: the driver's error without SQLAlchemy's SQL statement and parameters
+    (which would dump every binary array of a trajectory)."""
+    orig = getattr(exc, "orig", None) if isinstance(exc, StatementError) else None
+    cause = orig if orig is not None else exc
+    lines = str(cause).strip().splitlines()
+    text = lines[0] if lines else ""
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return f"{type(cause).__name__}: {text}"
 
 
 def _sqlite_engine(url: str, database: str | None) -> AsyncEngine:
     if database and database != ":memory:":
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = create_async_engine(url, hide_parameters=True, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

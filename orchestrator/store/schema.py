@@ -8,7 +8,7 @@ Tables::
     runs          one row per run id: resolved config, status
     groups        the G samples of one task instance; completion and learner claims
     samples       one row per (group, sample index): the work queue that survives restarts
-    trajectories  one row per rollout attempt, token-exact (DESIGN.md, Trajectory)
+    trajectories  one row per rollout attempt, token-exact (docs/design.md, Trajectory)
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
 from gymfleet.orchestrator.store.claims import Claim
-from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema
+from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema, summarise_db_error
 from gymfleet.orchestrator.store.errors import StoreClosedError, StoreOpenError
 from gymfleet.orchestrator.store.export import export_run
 from gymfleet.orchestrator.store.migrate import upgrade
@@ -63,7 +63,7 @@ class TrajectoryStore:
             await engine.dispose()
             where = engine.url.render_as_string(hide_password=True)
             raise StoreOpenError(
-                f"cannot open the store {where}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}; "
+                f"cannot open the store {where}: {summarise_db_error(exc)}; "
                 "check that the database server is running and the URL, user and password are right "
                 "(or that the SQLite file is writable)"
             ) from exc
@@ -110,7 +110,7 @@ class TrajectoryStore:
             on; raises :class:`StoreWriteError` if the write failed (it is also logged).
         """
         return self._writer.submit(
-            f"trajectory {traj.rollout_id}",
+            f"trajectory {traj.rollout_id} of run {traj.run_id}",
             lambda conn: workqueue.finish(conn, traj, sample_id=sample_id, task=task, final=final),
             bulk.Finish(traj, sample_id, task, final),
         )

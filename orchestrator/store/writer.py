@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gymfleet.orchestrator.store.bulk import BulkItem, apply_batch
+from gymfleet.orchestrator.store.engine import summarise_db_error
 from gymfleet.orchestrator.store.errors import StoreClosedError, StoreWriteError
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,8 @@ class BatchWriter:
             op.done.set_result(value)
             return
         self.n_failed += 1
-        log.error("store write %s failed: %s", op.label, value)
-        error = StoreWriteError(f"{op.label}: {type(value).__name__}: {value}")
+        error = StoreWriteError(f"{op.label}: {summarise_db_error(value)}")
+        log.error("store write failed: %s", error)
         error.__cause__ = value
         op.done.set_exception(error)
 

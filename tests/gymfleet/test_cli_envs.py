@@ -42,3 +42,15 @@ def test_rollout_bad_input_is_a_clear_error(args: tuple[str, ...], expected: str
     assert result.exit_code == 2, result.output
     assert expected in result.output
     assert isinstance(result.exception, SystemExit)  # typer.Exit, not an uncaught exception
+
+
+
+def test_rollout_says_where_it_wrote_its_pngs(tmp_path) -> None:
+    picture_id = "gymfleettest/PictureEcho-v0"
+    if picture_id not in gymnasium.registry:
+        gymnasium.register(picture_id, entry_point="tests.fakes:PictureEchoEnv")
+    result = _rollout(picture_id, "--n", "2", "--artifacts-dir", str(tmp_path / "pics"))
+    assert result.exit_code == 0, result.output
+    output = result.output.replace("\n", "")
+    assert f"wrote 2 PNGs under {tmp_path / 'pics'}" in output
+    assert str(tmp_path / "pics" / "alpha") in output and str(tmp_path / "pics" / "beta") in output

@@ -15,8 +15,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from gymfleet.envs.errors import SandboxStartError
 from gymfleet.core.records import Message, SamplingParams, Trajectory
+from gymfleet.envs.errors import SandboxStartError
 from tests.fakes import EchoEnv
 
 Reply = Callable[[list[Message]], str]

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from gymfleet.core.records import Message
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.errors import ChatTemplateError
 from gymfleet.orchestrator.gateway import Gateway
-from gymfleet.core.records import Message
 from tests.orchestrator.fake_engine import FakeEngine
 
 pytestmark = pytest.mark.model

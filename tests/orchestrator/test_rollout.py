@@ -7,9 +7,9 @@ import asyncio
 import numpy as np
 import pytest
 
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.engines.errors import ContextLengthError, NoReplicaError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
-from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.rollout import Rollout, RolloutRequest
 from tests.orchestrator.fakes import BrokenSandboxEnv, BuggyEnv, NeverEndsEnv, ScriptedGateway, SlowEchoEnv
 

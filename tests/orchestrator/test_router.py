@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.engines.adapters import adapter_name, adapter_version
 from gymfleet.orchestrator.engines.errors import (
     AdapterPublishError,
@@ -12,7 +13,6 @@ from gymfleet.orchestrator.engines.errors import (
     UnknownAdapterError,
 )
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
 from tests.orchestrator.fake_engine import FakeEngine
 

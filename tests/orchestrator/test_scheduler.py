@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.orchestrator.metrics import MetricsWriter
-from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from gymfleet.core.records import Message, SamplingParams
 from gymfleet.orchestrator.engines.errors import AdapterPublishError, ContextLengthError, UnknownAdapterError
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
-from gymfleet.core.records import Message, SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
 from tests.orchestrator.fake_http import fake_replica
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.orchestrator.protocols import Engine
-from gymfleet.core.records import SamplingParams
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=6)

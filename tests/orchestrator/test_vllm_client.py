@@ -6,6 +6,7 @@ import socket
 
 import pytest
 
+from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.engines.errors import (
     ReplicaServerError,
     ReplicaTimeoutError,
@@ -13,7 +14,6 @@ from gymfleet.orchestrator.engines.errors import (
     UnknownAdapterError,
 )
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
-from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.router import Router, RouterConfig
 from tests.orchestrator.fake_engine import FakeEngine
 from tests.orchestrator.fake_http import fake_replica

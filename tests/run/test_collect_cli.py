@@ -152,3 +152,21 @@ def test_store_that_cannot_be_opened_fails_clearly(tmp_path: Path, where: str) -
     result = CliRunner().invoke(app, ["collect", str(write_config(tmp_path)), "--no-progress", "--store", store])
     assert result.exit_code == 2, result.output
     assert "error: cannot " in result.output and "store" in result.output and "secret" not in result.output
+
+
+def test_piped_output_prints_progress_lines_while_it_runs(tmp_path: Path) -> None:
+    config = write_config(tmp_path, step_delay_s=0.3, max_in_flight=4)
+    log = tmp_path / "collect.log"
+    with log.open("w") as out:  # not a terminal: plain lines instead of a live table
+        proc = subprocess.Popen(gymfleet("collect", str(config), "--progress-every", "0.5"), cwd=tmp_path,
+                                env=env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+        seen_running: list[str] = []
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline and len(seen_running) < 3:
+            seen_running = [line for line in log.read_text().splitlines() if line.startswith("[kill-test ")]
+            time.sleep(0.1)
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert len(seen_running) >= 3, log.read_text()  # lines appear while the run goes on, not only at the end
+    assert all(" done" in line and " · in flight " in line and " · reward " in line for line in seen_running)
+    assert "\x1b[" not in log.read_text()  # no terminal control sequences in a log file

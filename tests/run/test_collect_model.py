@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gymfleet.run.collection import collect
 from gymfleet.core.records import RolloutStatus
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.run.collection import collect
 from tests.orchestrator.conftest import run_config, task
 
 

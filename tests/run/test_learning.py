@@ -26,10 +26,10 @@ import pytest
 
 from gymfleet.envs.base import AgentEnv
 from gymfleet.orchestrator.config import TaskConfig
-from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.run.config import train_config_from_dict
 from gymfleet.run.evaluate import evaluate
 from gymfleet.run.job import train
+from gymfleet.trainer.bucket import AdapterBucket
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -63,3 +63,10 @@ async def test_no_runnable_task_is_a_config_error(tmp_path: Path, monkeypatch: p
     with pytest.raises(ConfigError, match="no task of run r1 can run here: web: no Chromium"):
         async with open_run(cfg, console=Console(file=io.StringIO())):
             pass
+
+
+async def test_env_kwargs_the_env_refuses_are_a_config_error(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, [terminal_task(env_kwargs={"sandbx": "local"})])
+    with pytest.raises(ConfigError, match=r"task term: env_kwargs .* do not fit gymfleet/Terminal-v0: .*'sandbx'"):
+        async with open_run(cfg, console=Console(file=io.StringIO())):
+            pass

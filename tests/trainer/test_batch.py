@@ -1,4 +1,4 @@
-"""Group repair and collation follow DESIGN.md's rules."""
+"""Group repair and collation follow the rules of docs/design.md (Learner)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.core.records import SamplingParams
+from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
 

@@ -226,3 +226,34 @@ async def test_a_docker_sandbox_changed_outside_workdir_and_tmp_is_not_reused(te
             assert third is not first and pool.created == 2  # /root/.gitconfig: a new container
             left = await third.exec("git config --global --list; ls -A")
             assert "alias.st" not in left.stdout and "left.txt" not in left.stdout
+
+
+async def test_a_burst_of_cold_starts_is_bounded() -> None:
+    """A thousand rollouts starting at once must not start a thousand sandboxes at once: each
+    start would then be slow enough to time out."""
+    starting, peak = 0, 0
+
+    class SlowStart(FakeBackend):
+        def create(self, spec: SandboxSpec, labels: SandboxLabels | None = None):  # type: ignore[no-untyped-def]
+            sandbox = super().create(spec, labels)
+            start = sandbox.start
+
+            async def slow_start() -> None:
+                nonlocal starting, peak
+                starting += 1
+                peak = max(peak, starting)
+                await asyncio.sleep(0.01)
+                await start()
+                starting -= 1
+
+            sandbox.start = slow_start  # type: ignore[method-assign]
+            return sandbox
+
+    async with SandboxPool(SlowStart(), PoolConfig(max_starting=3, max_idle_per_key=50)) as pool:
+
+        async def use() -> None:
+            async with pool.acquire(SandboxSpec()):
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(use() for _ in range(30)))
+    assert peak == 3 and pool.created == 30

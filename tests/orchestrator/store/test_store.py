@@ -56,6 +56,17 @@ async def test_duplicate_rollout_is_refused_and_the_first_kept(store: Trajectory
     assert only.trajectory.reward == 1.0
 
 
+async def test_a_database_error_is_one_line_without_sql_or_binary_parameters(store: TrajectoryStore) -> None:
+    await store.start_run(RUN, {})
+    assert await store.add(make_trajectory(RUN, f"{RUN}/g", 0, n_tokens=4096)) is True
+    with pytest.raises(StoreWriteError) as info:
+        await store.add(make_trajectory(RUN, f"{RUN}/g", 0, n_tokens=4096))
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 400, message
+    assert "[SQL" not in message and "parameters" not in message and "\\x" not in message and "memory at" not in message
+    assert message.startswith(f"trajectory {RUN}/g/0/a1 of run {RUN}: ") and ("unique" in message.lower() or "duplicate" in message.lower())
+
+
 async def test_rollout_with_its_sample_lands_whole(store: TrajectoryStore) -> None:
     await store.start_run(RUN, {})
     group = GroupSpec(f"{RUN}/echo/p0/alpha", RUN, "echo", "gymfleet-test/Echo-v0", "alpha", 2)

@@ -1,0 +1,52 @@
+"""`gymfleet runs list|show` at 80 columns: long ids fold onto more lines, never cut with an ellipsis."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+from gymfleet.orchestrator.store import GroupSpec, TrajectoryStore
+from gymfleet.orchestrator.store.schema import RunStatus
+from tests.orchestrator.store.conftest import make_trajectory
+
+RUN_ID = "a-very-long-run-identifier-for-the-terminal-mix-2024-06-01-seed-17"
+TASK = "a-task-with-a-rather-long-name-too"
+
+
+async def _fill(url: str) -> None:
+    async with await TrajectoryStore.open(url) as store:
+        await store.start_run(RUN_ID, {})
+        group = GroupSpec(f"{RUN_ID}/g", RUN_ID, TASK, "gymfleet-test/Echo-v0", "i0", 1)
+        await store.create_group(group)
+        await store.add(make_trajectory(RUN_ID, group.group_id, 0), task=TASK)
+        await store.set_run_status(RUN_ID, RunStatus.completed_budget)
+
+
+def _column(output: str, after: str) -> str:
+    """The first column of a table's body, its folded pieces joined."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(after)) + 2  # header, rule
+    body = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        body.append(line.split()[0])
+    return "".join(body)
+
+
+def test_long_ids_fold_instead_of_being_cut(tmp_path: Path) -> None:
+    url = str(tmp_path / "store.db")
+    asyncio.run(_fill(url))
+    listed = CliRunner().invoke(app, ["runs", "list", "--store", url])
+    assert listed.exit_code == 0, listed.output
+    assert "…" not in listed.output and max(map(len, listed.output.splitlines())) <= 80
+    assert _column(listed.output, "run ") == RUN_ID
+    assert "completed (budget)" in listed.output
+    shown = CliRunner().invoke(app, ["runs", "show", RUN_ID, "--store", url, "--n", "1"])
+    assert shown.exit_code == 0, shown.output
+    assert "…" not in shown.output and max(map(len, shown.output.splitlines())) <= 80
+    assert _column(shown.output, "task ") == TASK
+    assert f"{RUN_ID}/g/0/a1" in shown.output.replace("\n", "")
