@@ -229,7 +229,7 @@ class VLLMServer:
                     await asyncio.to_thread(self.stop)
                     raise ReplicaLaunchError(f"vLLM server {self.base_url} exited during start-up: {self.log_tail()}")
                 try:
-                    if (await client.get(f"{self.base_url}/health")).status_code == 200:
+                    if (await client.get(f"{self.base_url}/health")).status_code == 200 and self.alive():
                         return
                 except httpx.HTTPError:
                     pass
@@ -249,13 +249,14 @@ class VLLMServer:
         """Whether the supervised server is still running."""
         return self.supervised is not None and self.supervised.alive()
 
-    def log_tail(self, n_chars: int = 2000) -> str:
-        """The end of the server's log (where to look when it fails), with its path."""
+    def log_tail(self, n_lines: int = 3) -> str:
+        """Where the server's log is and its last lines, on one line (for error messages)."""
         try:
-            text = self.log_path.read_text(errors="replace")[-n_chars:]
+            lines = [ln.strip() for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
         except OSError:
-            text = ""
-        return f"log {self.log_path}:\n{text}"
+            lines = []
+        last = " | ".join(ln[-300:] for ln in lines[-n_lines:]) or "(empty)"
+        return f"see {self.log_path}; it ends: {last}"
 
     async def __aenter__(self) -> VLLMServer:
         self.start()
