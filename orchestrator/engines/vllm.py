@@ -95,6 +95,10 @@ class VLLMEngineConfig(StrictModel):
             raise ValueError("a vllm engine needs base_url and model (a running server), or launch: true")
         if not self.launch and self.replicas != 1:
             raise ValueError("replicas counts launched servers: set launch: true, or list one engine per base_url")
+        if not self.launch and "server" in self.model_fields_set:
+            raise ValueError("server: flags of servers launched here; set launch: true, or drop server for a running one")
+        if self.adapter_dir_on_replica and not self.adapter_dir:
+            raise ValueError("adapter_dir_on_replica needs adapter_dir (where to copy adapters to)")
         return self
 
 

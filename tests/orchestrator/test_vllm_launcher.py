@@ -105,6 +105,8 @@ def test_engine_config_needs_a_server_or_launch() -> None:
         VLLMEngineConfig(base_url="http://h:1", model="m", replicas=2)
     launched = VLLMEngineConfig.model_validate({"kind": "vllm", "launch": True, "replicas": 2, "server": {"dtype": "bfloat16"}})
     assert launched.server.dtype == "bfloat16" and launched.replicas == 2
+    with pytest.raises(ValueError, match="server: flags of servers launched here"):
+        VLLMEngineConfig(base_url="http://h:1", model="m", server={"dtype": "bfloat16"})
     with pytest.raises(ValueError, match="max_lora_rank"):
         VLLMEngineConfig.model_validate({"launch": True, "server": {"max_lora_rank": 4}})
 
