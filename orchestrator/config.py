@@ -20,6 +20,7 @@ from gymfleet.core.records import SamplingParams
 from gymfleet.core.strict import StrictModel, validation_problems
 from gymfleet.envs.resources import ResourcesConfig
 from gymfleet.orchestrator.engines.config import EngineConfig, TransformersEngineConfig
+from gymfleet.orchestrator.parity import ParityConfig
 from gymfleet.orchestrator.router import RouterConfig
 
 __all__ = [
@@ -89,8 +90,11 @@ class PolicyConfig(StrictModel):
     engines: list[EngineConfig] = Field(default_factory=list)
     """Engine replicas behind the router, each told apart by ``kind``:
     ``{kind: transformers, max_batch_size: 16, ...}`` (TransformersEngineConfig; its ``source``
-    is ``model``) or ``{kind: vllm, base_url: http://host:8000, model: NAME}`` (VLLMEngineConfig);
-    empty: one in-process TransformersEngine."""
+    is ``model``), ``{kind: vllm, base_url: http://host:8000, model: NAME}`` or ``{kind: vllm,
+    launch: true, replicas: 2}`` (VLLMEngineConfig; docs/vllm.md); empty: one in-process
+    TransformersEngine."""
+    parity: ParityConfig = Field(default_factory=ParityConfig)
+    """The start-up train/inference parity check of HTTP replicas (bound, refuse or warn)."""
     router: RouterConfig | None = None
     """How the router calls its replicas; None: its defaults (for in-process engines only, no
     per-request limit: the task's ``turn_timeout_s`` bounds a slow turn)."""

@@ -3,9 +3,12 @@ CI (``CI=true``): a missing one fails the test there instead of skipping it."""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +76,41 @@ def terminal_image(docker_available: bool) -> str:
     from gymfleet.envs.images import ensure_image
 
     return ensure_image("terminal")
+
+
+# ---- the embedded model: ONE load per test session, shared by every folder ----
+
+
+@pytest.fixture(scope="session")
+def smollm_tokenizer() -> Any:
+    """The embedded model's tokenizer (loaded once)."""
+    return _load("tokenizer")
+
+
+@pytest.fixture(scope="session")
+def smollm_model() -> Any:
+    """The embedded SmolLM2-135M model (loaded once; tests must not modify it: deepcopy first)."""
+    return _load("model")
+
+
+@pytest.fixture(scope="session")
+def lora_dirs(smollm_model: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two different, non-trivial LoRA adapters of the embedded model, saved as peft folders."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    paths = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        config = LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        peft_model = get_peft_model(copy.deepcopy(smollm_model), config)
+        path = tmp_path_factory.mktemp(f"lora{seed}")
+        peft_model.save_pretrained(path)
+        paths.append(path)
+    return paths
+
+
+def _load(what: str) -> Any:
+    from gymfleet.core.models import ModelSpec, load_causal_lm, load_tokenizer
+
+    return (load_causal_lm if what == "model" else load_tokenizer)(ModelSpec())

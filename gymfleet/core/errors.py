@@ -28,6 +28,8 @@ Class tree::
     │   ├── RequestError                  ContextLengthError, UnknownAdapterError: not retried
     │   ├── ReplicaError                  ReplicaUnavailableError, ReplicaTimeoutError, ReplicaServerError
     │   ├── NoReplicaError, AdapterError, AdapterPublishError, ChatTemplateError
+    │   ├── ReplicaLaunchError            a vLLM server did not start (VLLMNotInstalledError: no vLLM found)
+    │   ├── ParityError                   a replica's logprobs disagree with the learner's at start-up
     │   ├── PolicyError                   the policy produced something unusable -> policy_error
     │   └── EngineError                   an engine failed or is unreachable -> infra_error
     ├── StoreError                        the trajectory store (orchestrator/store/errors.py)

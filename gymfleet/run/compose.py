@@ -162,7 +162,8 @@ async def open_run(
             console.print(Text(f"task {name} left out: ", style="yellow") + Text(why))
         factories, instances = await _task_envs(config, resources)
         store = await stack.enter_async_context(await TrajectoryStore.open(config.store))
-        gateway = await stack.enter_async_context(open_gateway(config.policy, config.run_id))
+        gateway = await stack.enter_async_context(open_gateway(
+            config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
         metrics = stack.enter_context(MetricsWriter(config.metrics_path))
         scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
                               reload_config=reload_config)

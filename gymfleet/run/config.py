@@ -78,6 +78,8 @@ class TrainConfig(StrictModel):
             shared["max_staleness"] = self.run.max_staleness
         self.learner = self.learner.model_copy(update=_from_run(self.learner, shared))
         self.run.max_staleness = self.learner.max_staleness
+        # the start-up parity check scores replicas in the learner's own dtype
+        self.run.policy.parity.dtype = self.learner.model.dtype
         return self
 
 

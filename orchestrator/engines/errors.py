@@ -14,7 +14,10 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     ├── NoReplicaError                no live replica is left to serve a request
     ├── AdapterError                  loading or unloading an adapter failed on one replica
     ├── AdapterPublishError           a broadcast failed somewhere and was rolled back: not published
-    └── ChatTemplateError             the chat template breaks the TITO prefix property
+    ├── ChatTemplateError             the chat template breaks the TITO prefix property
+    ├── ReplicaLaunchError            a vLLM server could not be started (exited, or not healthy in time)
+    │   └── VLLMNotInstalledError     no vLLM installation where gymfleet looks for one
+    └── ParityError                   a replica's logprobs disagree with the learner's beyond the bound
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from gymfleet.core.errors import InferenceError
 
 __all__ = [
     "AdapterError", "AdapterPublishError", "ChatTemplateError", "ContextLengthError", "InferenceError",
-    "NoReplicaError", "ReplicaError", "ReplicaServerError", "ReplicaTimeoutError", "ReplicaUnavailableError",
-    "RequestError", "UnknownAdapterError",
+    "NoReplicaError", "ParityError", "ReplicaError", "ReplicaLaunchError", "ReplicaServerError", "ReplicaTimeoutError",
+    "ReplicaUnavailableError", "RequestError", "UnknownAdapterError", "VLLMNotInstalledError",
 ]
 
 
@@ -70,3 +73,16 @@ class AdapterPublishError(InferenceError):
 
 class ChatTemplateError(InferenceError):
     """The chat template re-renders earlier turns, so token ids could not be appended exactly."""
+
+
+class ReplicaLaunchError(InferenceError):
+    """A replica server could not be started: it exited during start-up or never became healthy."""
+
+
+class VLLMNotInstalledError(ReplicaLaunchError):
+    """No Python with vLLM where gymfleet looks (``GYMFLEET_VLLM_PYTHON``, then ``.venv-vllm``)."""
+
+
+class ParityError(InferenceError):
+    """At start-up, a replica's logprobs of its own probe generation differ from the learner's
+    ``token_logprobs`` of the same tokens by more than the configured bound."""

@@ -1,9 +1,10 @@
 """VLLMEngine: the only module that speaks vLLM's OpenAI-compatible HTTP API.
 
-It needs a server started as::
+It needs a server started as :mod:`~gymfleet.orchestrator.engines.vllm_launcher` starts one
+(``gymfleet serve --backend vllm``, or ``launch: true`` in a run config), in short::
 
-    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve MODEL --enable-lora \
-        --logprobs-mode processed_logprobs --enable-prompt-tokens-details
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True python -m vllm.entrypoints.openai.api_server \
+        --model DIR --enable-lora --logprobs-mode processed_logprobs --enable-prompt-tokens-details
 
 ``processed_logprobs`` makes vLLM report logprobs after temperature and top-p, the quantity
 defined in :mod:`gymfleet.core.sampling` (vLLM's default, ``raw_logprobs``, is
@@ -20,18 +21,23 @@ LoRA Adapters"):
 * ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}``; ``POST /v1/unload_lora_adapter``
   ``{"lora_name"}``.
 * ``GET /health``.
+
+Adapters: vLLM reads ``lora_path`` from its own disk. For a replica on another machine, set
+``adapter_dir`` and each adapter is first copied there from the bucket
+(:func:`~gymfleet.orchestrator.engines.adapters.copy_adapter`); see ``docs/vllm.md``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 import httpx
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.core.strict import StrictModel
-from gymfleet.orchestrator.engines.adapters import adapter_version
+from gymfleet.orchestrator.engines.adapters import adapter_version, copy_adapter, is_remote
 from gymfleet.orchestrator.engines.errors import (
     AdapterError,
     ContextLengthError,
@@ -41,6 +47,7 @@ from gymfleet.orchestrator.engines.errors import (
     RequestError,
     UnknownAdapterError,
 )
+from gymfleet.orchestrator.engines.vllm_launcher import VLLMServerConfig
 
 SESSION_HEADER = "X-Gymfleet-Session"
 """Carries the routing key; vLLM ignores it (its prefix cache needs no key), gymfleet serve uses it."""
@@ -48,24 +55,51 @@ TOKEN_ID_PREFIX = "token_id:"
 
 
 class VLLMEngineConfig(StrictModel):
-    """Where one vLLM (or ``gymfleet serve``) replica listens (``kind: vllm``)."""
+    """One vLLM replica to use (``base_url``), or ``replicas`` of them to launch (``launch: true``)."""
 
     kind: Literal["vllm"] = "vllm"
     """Selects this engine in ``policy.engines``."""
-    base_url: str
-    """e.g. ``http://127.0.0.1:8000`` (no ``/v1``)."""
-    model: str
-    """The served base model name (``--served-model-name`` or the model path)."""
+    base_url: str | None = None
+    """e.g. ``http://127.0.0.1:8000`` (no ``/v1``); required unless ``launch``."""
+    model: str | None = None
+    """The served base model name (``--served-model-name`` or the model path); required unless
+    ``launch`` (launched servers serve ``server.served_model_name``)."""
     name: str | None = None
-    """Replica name; defaults to ``base_url``."""
+    """Replica name; defaults to ``base_url`` (``<name>-<i>`` for launched replicas when set)."""
+    launch: bool = False
+    """Start the servers here (:mod:`~gymfleet.orchestrator.engines.vllm_launcher`) for the run's
+    duration, instead of connecting to running ones."""
+    replicas: int = Field(default=1, ge=1)
+    """How many servers to launch (with ``launch``)."""
+    server: VLLMServerConfig = Field(default_factory=VLLMServerConfig)
+    """The launched servers' flags (with ``launch``): dtype, context, KV cache, LoRA slots, threads."""
     timeout_s: float = Field(default=120.0, gt=0)
     """Limit of one completion request; a hanging replica fails after it."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
     """Limit for opening a connection."""
     adapter_timeout_s: float = Field(default=120.0, gt=0)
-    """Limit of one adapter load or unload."""
+    """Limit of one adapter load or unload (a copy to ``adapter_dir`` included)."""
     health_timeout_s: float = Field(default=5.0, gt=0)
     """Limit of one health check."""
+    adapter_dir: str | None = None
+    """A folder on the replica's disk, as an fsspec URL this process can write (a path for a
+    replica on this machine, ``sftp://host/var/cache/gymfleet/adapters`` for one elsewhere):
+    each adapter is copied there before ``load_lora_adapter``. None: vLLM is handed the path as
+    published, which it must be able to read (same machine, or a shared filesystem)."""
+    adapter_dir_on_replica: str | None = None
+    """``adapter_dir`` as the replica itself sees it; None: the path part of ``adapter_dir``."""
+
+    @model_validator(mode="after")
+    def _where(self) -> VLLMEngineConfig:
+        if not self.launch and (not self.base_url or not self.model):
+            raise ValueError("a vllm engine needs base_url and model (a running server), or launch: true")
+        if not self.launch and self.replicas != 1:
+            raise ValueError("replicas counts launched servers: set launch: true, or list one engine per base_url")
+        if not self.launch and "server" in self.model_fields_set:
+            raise ValueError("server: flags of servers launched here; set launch: true, or drop server for a running one")
+        if self.adapter_dir_on_replica and not self.adapter_dir:
+            raise ValueError("adapter_dir_on_replica needs adapter_dir (where to copy adapters to)")
+        return self
 
 
 class VLLMEngine:
@@ -78,6 +112,8 @@ class VLLMEngine:
     """
 
     def __init__(self, config: VLLMEngineConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not config.base_url or not config.model:
+            raise ValueError("VLLMEngine needs base_url and model (launched servers fill them in)")
         self.config = config
         self.name = config.name or config.base_url
         timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
@@ -125,7 +161,17 @@ class VLLMEngine:
         return self._parse_completion(response, adapter)
 
     async def load_adapter(self, name: str, path: str) -> None:
-        """``POST /v1/load_lora_adapter``. Raises AdapterError when the replica refuses."""
+        """``POST /v1/load_lora_adapter``, after copying the adapter to ``adapter_dir`` if set.
+
+        Args:
+            name: the versioned adapter name.
+            path: the adapter folder: a local path, or any fsspec URL when ``adapter_dir`` is set.
+
+        Raises:
+            AdapterError: the replica refuses, the copy fails, or ``path`` is remote and there is
+                no ``adapter_dir`` to copy it to.
+        """
+        path = await self._replica_path(name, path)
         body = {"lora_name": name, "lora_path": path}
         response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.config.adapter_timeout_s)
         if response.status_code != 200:
@@ -139,6 +185,22 @@ class VLLMEngine:
             raise UnknownAdapterError(f"{self.name}: {_error_message(response)}")
         if response.status_code != 200:
             raise AdapterError(f"{self.name}: unloading {name!r} failed ({response.status_code}): {_error_message(response)}")
+
+    async def _replica_path(self, name: str, path: str) -> str:
+        """Where the replica reads the adapter: ``path`` itself, or its copy in ``adapter_dir``."""
+        if not self.config.adapter_dir:
+            if is_remote(path):
+                raise AdapterError(
+                    f"{self.name}: vLLM reads adapters from its own disk, not {path}: set adapter_dir "
+                    "(a folder on the replica's disk) so that gymfleet copies each adapter there first"
+                )
+            return path.removeprefix("file://")
+        try:
+            copied = await asyncio.to_thread(copy_adapter, path, self.config.adapter_dir, name)
+        except (OSError, ValueError) as exc:
+            raise AdapterError(f"{self.name}: copying {name!r} from {path} to {self.config.adapter_dir} failed: {exc}") from exc
+        on_replica = self.config.adapter_dir_on_replica
+        return f"{on_replica.rstrip('/')}/{name}" if on_replica else copied
 
     async def health(self) -> bool:
         """``GET /health``: True on 200, False on any other status or failure."""

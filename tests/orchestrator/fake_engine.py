@@ -1,4 +1,4 @@
-"""A scripted replica implementing the Engine Protocol, for router and gateway tests."""
+"""Engines for router and gateway tests: a scripted replica, and a recorder around a real one."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.orchestrator.engines.adapters import adapter_version
 from gymfleet.orchestrator.engines.errors import AdapterError, ReplicaServerError, UnknownAdapterError
+from gymfleet.orchestrator.protocols import Engine
 
 
 class FakeEngine:
@@ -48,3 +49,26 @@ class FakeEngine:
 
     async def health(self) -> bool:
         return self.healthy
+
+
+class RecordingEngine:
+    """Wraps a real engine and records every prompt it was sent (an Engine itself)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.prompts: list[list[int]] = []
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None,
+                       routing_key: str | None = None) -> Generation:
+        self.prompts.append(list(prompt_ids))
+        return await self.engine.generate(prompt_ids, sampling, adapter, routing_key)
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        await self.engine.load_adapter(name, path)
+
+    async def unload_adapter(self, name: str) -> None:
+        await self.engine.unload_adapter(name)
+
+    async def health(self) -> bool:
+        return await self.engine.health()

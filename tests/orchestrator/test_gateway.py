@@ -7,36 +7,14 @@ from typing import Any
 import pytest
 import torch
 
-from gymfleet.core.records import Generation, Message, SamplingParams
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
+from gymfleet.core.records import Message, SamplingParams
+from tests.orchestrator.fake_engine import RecordingEngine
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
-
-
-class RecordingEngine:
-    """Wraps a real engine and records every prompt it was sent (an Engine itself)."""
-
-    def __init__(self, engine: TransformersEngine) -> None:
-        self.engine = engine
-        self.name = engine.name
-        self.prompts: list[list[int]] = []
-
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None,
-                       routing_key: str | None = None) -> Generation:
-        self.prompts.append(list(prompt_ids))
-        return await self.engine.generate(prompt_ids, sampling, adapter, routing_key)
-
-    async def load_adapter(self, name: str, path: str) -> None:
-        await self.engine.load_adapter(name, path)
-
-    async def unload_adapter(self, name: str) -> None:
-        await self.engine.unload_adapter(name)
-
-    async def health(self) -> bool:
-        return await self.engine.health()
 
 
 async def test_multi_turn_tito_matches_engine_token_by_token(smollm_model: Any, smollm_tokenizer: Any) -> None:
