@@ -7,7 +7,7 @@ so no ``docker.errors.*`` or ``requests`` exception leaves the backend:
 what Docker said                            raised
 ==========================================  =========================================
 404 "No such container"                     SandboxLostError (removed from outside)
-409 "is not running" / "is restarting"      SandboxLostError (stopped from outside)
+409/500 "is not running" / "is restarting"  SandboxLostError (stopped, or being removed)
 other 404 (a path)                          re-raised for the caller (file not found)
 any other API error                         SandboxError naming the call
 connection refused / reset, socket closed   SandboxUnavailableError (daemon gone)
@@ -44,9 +44,13 @@ def container_gone(exc: BaseException) -> bool:
 
 
 def container_stopped(exc: BaseException) -> bool:
-    """True when a Docker error says the container is not running (stopped, restarting, paused)."""
+    """True when a Docker error says the container is not running (stopped, restarting, paused).
+
+    Docker 23+ answers 409 Conflict; Docker 20.10 (Debian bookworm's ``docker.io``) answers an
+    exec on a stopped container with 500 and the same words.
+    """
     text = str(exc).lower()
-    return isinstance(exc, docker.errors.APIError) and exc.status_code == 409 and (
+    return isinstance(exc, docker.errors.APIError) and exc.status_code in (409, 500) and (
         "not running" in text or "restarting" in text or "paused" in text)
 
 
@@ -76,8 +80,9 @@ def docker_errors(doing: str, short_id: str = "") -> Iterator[None]:
     except docker.errors.DockerException as exc:  # before RequestException: APIError is both
         if container_stopped(exc):
             raise SandboxLostError(
-                f"{what} was stopped or restarted from outside (`docker kill`/`stop`/`restart`, the "
-                f"daemon) while trying to {doing}: {exc}; {NOT_RERUN}") from exc
+                f"{what} was stopped, restarted or removed from outside (`docker kill`/`stop`/"
+                f"`restart`/`rm -f`, the reaper, the daemon) while trying to {doing}: {exc}; "
+                f"{NOT_RERUN}") from exc
         raise SandboxError(f"Docker failed to {doing} ({what}): {exc}") from exc
     except (requests.exceptions.RequestException, OSError) as exc:
         raise SandboxUnavailableError(
