@@ -152,13 +152,19 @@ def image_has_files(client: docker.DockerClient, image: str, folder: str) -> boo
         docker.errors.ImageNotFound: no such image.
     """
     probe = client.api.create_container(image, command=["true"], network_disabled=True)["Id"]
+    chunks: Any = iter(())
     try:
         stream, _ = client.api.get_archive(probe, folder.rstrip("/") + "/.")
-        with tarfile.open(fileobj=_Chunks(stream), mode="r|") as tar:  # type: ignore[call-overload]
+        chunks = iter(stream)
+        with tarfile.open(fileobj=_Chunks(chunks), mode="r|") as tar:  # type: ignore[call-overload]
             return sum(1 for _, _ in zip(tar, range(2), strict=False)) > 1  # the folder, then a file
     except docker.errors.NotFound:
         return False
     finally:
+        # Read the archive to its end before removing the probe: the daemon's tar holds the
+        # probe's root file system until its output is read, and a remove waits for it forever.
+        for _ in chunks:
+            pass
         with contextlib.suppress(docker.errors.DockerException):
             client.api.remove_container(probe, force=True, v=True)
 

@@ -410,3 +410,30 @@ def test_cli_sandbox_gc_removes_expired_sandboxes(backend: DockerBackend, spec: 
 def test_no_container_left_behind(backend: DockerBackend) -> None:
     """Runs last in this module: every sandbox above was closed by its context manager."""
     assert count_containers(backend) == 0
+
+
+def test_probing_a_large_workdir_returns_and_leaves_no_probe(docker_available: bool, terminal_image: str) -> None:
+    """The probe's archive is read to its end before the probe is removed: a workdir of many files
+    (more than a pipe buffer) once left the daemon's tar blocked and the remove waiting on it forever."""
+    import docker
+
+    from gymfleet.envs.sandbox.docker_container import image_has_files
+
+    client = docker.from_env()
+    tag = f"gymfleet-test/large-workdir:{uuid.uuid4().hex[:8]}"
+    builder = client.containers.run(terminal_image, ["sh", "-c", "mkdir -p /testbed && for i in $(seq 2000); do head -c 4096 /dev/urandom > /testbed/f$i; done"],
+                                    detach=True, network_disabled=True)
+    try:
+        builder.wait(timeout=60)
+        builder.commit(*tag.split(":"))
+    finally:
+        builder.remove(force=True)
+    try:
+        before = {c.id for c in client.containers.list(all=True)}
+        t0 = time.monotonic()
+        assert image_has_files(client, tag, "/testbed") is True
+        assert image_has_files(client, tag, "/nothing-here") is False
+        assert time.monotonic() - t0 < 30
+        assert {c.id for c in client.containers.list(all=True)} <= before
+    finally:
+        client.images.remove(tag, force=True)
