@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from types import TracebackType
@@ -31,8 +32,19 @@ class MetricsWriter:
             self._file = None
 
     def write(self, event: str, payload: dict[str, Any]) -> None:
-        """Writes ``{"event": event, **payload}`` as one line."""
+        """Writes ``{"event": event, **payload}`` as one line.
+
+        Raises:
+            OSError: the line could not be written (disk full, read-only), with the file's name;
+                the writer is closed then (what it could not write is dropped, not retried at exit).
+        """
         if self._file is None:
             raise RuntimeError("MetricsWriter is not open: use it as a context manager")
-        self._file.write(json.dumps({"event": event, **payload}, default=str) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps({"event": event, **payload}, default=str) + "\n")
+            self._file.flush()
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the unwritten buffer would fail again on close
+                self._file.close()
+            self._file = None
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc

@@ -174,6 +174,8 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     exitcode, ended, failure = None, None, None
     try:
         exitcode, ended = await _run(job, cfg, console, live, progress_every_s)
+        if isinstance(ended, GymfleetError):  # the scheduler stopped on it (a store that refused a write)
+            failure = ended
     except GymfleetError as exc:  # the run cannot go on (replicas refuse every adapter...): say why
         if not job.started:  # nothing ran (a bad store URL, no task can run): nothing to report
             raise
@@ -185,7 +187,11 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
     if failure is not None:
         report["run_status"], report["error"] = "failed", f"{type(failure).__name__}: {failure}"
+    elif isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
+        report["error"] = f"{type(ended).__name__}: {ended}"  # a bug: reported, then raised below
     path = write_report(Path(cfg.report_dir), report)
+    if isinstance(ended, BaseException) and failure is None and not isinstance(ended, asyncio.CancelledError):
+        raise ended
     if failure is not None:
         raise TrainError(f"the training run stopped: {failure}; the report, with this reason, is at {path}") from failure
     return JobOutcome(path, exitcode, report)

@@ -1,7 +1,8 @@
 """Bad input and a hostile host get one line and exit 2, never a traceback, and lose nothing:
 binary garbage for a config, braces in a store URL, a read-only runs/ folder with a PostgreSQL
 store, a disk that fills mid-run (resume still finishes the run), `gymfleet train` with a bad
-store URL, and an adapter every replica refuses (the run still writes its report, saying why).
+store URL, an adapter every replica refuses and a metrics file that cannot be written during
+`gymfleet train` (the run still writes its report, saying why).
 The password of a PostgreSQL store is never printed."""
 
 from __future__ import annotations
@@ -167,3 +168,14 @@ def test_an_adapter_every_replica_refuses_still_writes_the_report(tmp_path: Path
     assert_one_line_error(done, "failed to load on every replica", "report")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["run_status"] == "failed" and "failed to load on every replica" in report["error"]
+
+
+def test_a_train_run_whose_collection_stops_on_a_full_disk_says_so_and_reports(tmp_path: Path) -> None:
+    # /dev/full: every write of the metrics file is ENOSPC, so the scheduler stops the collection
+    # at its first event. The job once called that run "interrupted" and exited 0.
+    config = tiny_train_config(tmp_path, "full", metrics_path="/dev/full",
+                               policy={"kind": "import", "factory": "tests.orchestrator.fakes:echo_gateway"})
+    done = invoke("train", str(config), "--no-progress")
+    assert_one_line_error(done, "/dev/full", "No space left on device")
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["run_status"] == "interrupted" and "No space left on device" in report["error"]
