@@ -20,7 +20,10 @@ from tests.orchestrator.fake_engine import RecordingEngine
 from tests.vllm.conftest import client
 
 pytestmark = [pytest.mark.vllm, pytest.mark.model, pytest.mark.timeout(900)]
-SAMPLING = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=20)
+# top_p=1: with a nucleus, float32 noise can move the boundary token to the other side in the
+# learner (one CI run: 1.29e-3 on one of 60 tokens at top_p=0.95; see docs/vllm.md);
+# this test bounds the numerical gap itself.
+SAMPLING = SamplingParams(temperature=0.8, top_p=1.0, max_new_tokens=20)
 
 
 async def test_three_turns_are_bit_exact_and_match_the_learner(vllm_f32: Any, smollm_model: Any, smollm_tokenizer: Any,
