@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+import gymfleet
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
@@ -342,7 +343,7 @@ def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=Path(__file__).parent).stdout.strip()
+                         cwd=Path(gymfleet.__file__).parent).stdout.strip()  # the code measured
     shared = EnvResources is not None and not args.per_rollout_env
     out: dict[str, Any] = {
         "code": rev, "env_resources": EnvResources is not None, "shared_resources": shared,
