@@ -69,8 +69,8 @@ async def test_a_page_stuck_in_a_loop_ends_the_step_in_time(pages: dict[str, str
 
 async def test_popups_are_closed_and_do_not_outlive_the_episode(pages: dict[str, str], browser_host) -> None:
     task = UrlTask("popups", pages["popups"], "Do nothing.", title_is_ok)
-    # The step bound is not under test here (test_a_page_stuck_in_a_loop_ends_the_step_in_time is): a loaded
-    # CI machine must not end the episode on it before the popups are counted.
+    # The step bound is not under test here (test_a_page_stuck_in_a_loop_ends_the_step_in_time
+    # is): a loaded CI machine must not end the episode on it before the popups are counted.
     env = BrowserEnv(host=browser_host, tasks=[task], max_turns=5, step_timeout_s=120.0)
     try:
         obs, _ = await env.reset_async()
