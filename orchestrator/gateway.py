@@ -7,6 +7,8 @@ Environment tokens get loss mask 0, logprob 0 and version -1 (docs/design.md, Tr
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,8 @@ from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
 from gymfleet.orchestrator.protocols import Engine
 
+log = logging.getLogger(__name__)
+
 
 class GatewayConfig(StrictModel):
     """Settings of the policy gateway."""
@@ -25,7 +29,8 @@ class GatewayConfig(StrictModel):
     run_id: str = "run"
     """Training run whose adapters are served; adapter names are ``<run_id>-v000012``."""
     keep_versions: int = Field(default=2, ge=1)
-    """Adapter versions kept loaded; older ones are unloaded after a publish."""
+    """Adapter versions kept loaded; older ones are unloaded after a publish, each once no turn
+    sampled with it is still in flight."""
 
 
 class Session:
@@ -55,9 +60,13 @@ class Session:
         """
         template = self._template
         prompt_ids = self.token_ids + template.encode(template.generation_prompt(self.messages))
-        generation = await self._gateway.engine.generate(
-            prompt_ids, sampling, adapter=self._gateway.adapter, routing_key=self.rollout_id
-        )
+        adapter = self._gateway.lease_adapter()
+        try:
+            generation = await self._gateway.engine.generate(
+                prompt_ids, sampling, adapter=adapter, routing_key=self.rollout_id
+            )
+        finally:
+            await self._gateway.release_adapter(adapter)
         self._append_env(prompt_ids[len(self.token_ids) :])
         self.token_ids += generation.token_ids
         self.loss_mask += [1] * len(generation.token_ids)
@@ -108,6 +117,9 @@ class Gateway:
         self.adapter: str | None = None
         self._version = 0
         self._loaded: list[str] = []
+        self._retired: set[str] = set()
+        """Versions past ``keep_versions`` still sampled by a turn in flight: unloaded when it ends."""
+        self._in_flight: Counter[str] = Counter()
 
     def open_session(self, rollout_id: str, messages: list[Message]) -> Session:
         """A new conversation holding the system prompt and first observation."""
@@ -133,5 +145,33 @@ class Gateway:
         self.adapter, self._version = name, version
         self._loaded.append(name)
         while len(self._loaded) > self.config.keep_versions:
-            await self.engine.unload_adapter(self._loaded.pop(0))
+            self._retired.add(self._loaded.pop(0))
+        for old in sorted(self._retired):
+            if not self._in_flight[old]:
+                await self._unload(old)
         return name
+
+    def lease_adapter(self) -> str | None:
+        """The adapter a turn samples with (the newest; None = base model), held until
+        :meth:`release_adapter`: a version is never unloaded under a turn that queued on it."""
+        name = self.adapter
+        if name is not None:
+            self._in_flight[name] += 1
+        return name
+
+    async def release_adapter(self, name: str | None) -> None:
+        """Ends a turn's lease; unloads its version if a publish retired it meanwhile."""
+        if name is None:
+            return
+        self._in_flight[name] -= 1
+        if not self._in_flight[name]:
+            del self._in_flight[name]
+            if name in self._retired:
+                await self._unload(name)
+
+    async def _unload(self, name: str) -> None:
+        self._retired.discard(name)
+        try:
+            await self.engine.unload_adapter(name)
+        except Exception as exc:  # a replica that cannot unload keeps serving; the next load may hit its limit
+            log.warning("unloading retired adapter %s failed: %s", name, exc)

@@ -12,7 +12,7 @@ import torch
 from gymfleet.core.models import load_causal_lm, load_tokenizer
 from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.orchestrator.engines.adapters import adapter_version
-from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner
+from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner, BatchStats
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.errors import (
     AdapterError,
@@ -200,14 +200,31 @@ class TransformersEngine:
             if batch:
                 await self._run_batch(batch)
 
+    def _run_loaded(self, rows: list[BatchRow]) -> tuple[BatchStats | None, set[int]]:
+        """Runs the rows whose adapter is still loaded (checked in the worker, after any unload
+        queued ahead of this batch); returns the stats and the indices of the rows left out."""
+        loaded = set(self.model.peft_config) if self.runner.uses_adapters else set()
+        gone = {i for i, row in enumerate(rows) if row.adapter is not None and row.adapter not in loaded}
+        kept = [row for i, row in enumerate(rows) if i not in gone]
+        return (self.runner.run(kept) if kept else None), gone
+
     async def _run_batch(self, batch: list[_Pending]) -> None:
         try:
-            stats = await self._in_worker(self.runner.run, [p.row for p in batch])
+            stats, gone = await self._in_worker(self._run_loaded, [p.row for p in batch])
         except Exception as exc:  # a failed batch fails its requests, never the batcher
             error = ReplicaServerError(f"replica {self.name!r}: batch of {len(batch)} failed: {exc!r}")
             for p in batch:
                 if not p.future.done():
                     p.future.set_exception(error)
+            return
+        for i in gone:  # unloaded while the request waited: a bad request, not a failed replica
+            if not batch[i].future.done():
+                batch[i].future.set_exception(UnknownAdapterError(
+                    f"adapter {batch[i].row.adapter!r} was unloaded from replica {self.name!r} before its "
+                    "request ran: keep a version loaded while turns sampled with it are in flight"
+                ))
+        batch = [p for i, p in enumerate(batch) if i not in gone]
+        if stats is None:
             return
         self.stats.n_batches += 1
         self.stats.n_forward_passes += stats.n_forward_passes

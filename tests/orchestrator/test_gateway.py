@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,10 +10,10 @@ import torch
 
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
-from gymfleet.orchestrator.gateway import Gateway
+from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
-from gymfleet.core.records import Message, SamplingParams
-from tests.orchestrator.fake_engine import RecordingEngine
+from gymfleet.core.records import Generation, Message, SamplingParams
+from tests.orchestrator.fake_engine import FakeEngine, RecordingEngine
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -60,3 +61,40 @@ async def test_multi_turn_tito_matches_engine_token_by_token(smollm_model: Any, 
     positions = torch.nonzero(mask).squeeze(1)
     learner = token_logprobs(logits[positions - 1], torch.tensor(ids)[positions], 0.8, 0.95)
     assert torch.allclose(learner, torch.from_numpy(trajectory.logprobs)[positions], atol=2e-3)
+
+
+class GatedEngine(FakeEngine):
+    """A FakeEngine whose generate waits until the test opens the gate (a turn in flight)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.gate = asyncio.Event()
+        self.unloaded: list[str] = []
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None,
+                       routing_key: str | None = None) -> Generation:
+        await self.gate.wait()
+        return await super().generate(prompt_ids, sampling, adapter, routing_key)
+
+    async def unload_adapter(self, name: str) -> None:
+        await super().unload_adapter(name)
+        self.unloaded.append(name)
+
+
+async def test_a_retired_version_stays_loaded_until_its_turns_in_flight_end(smollm_tokenizer: Any) -> None:
+    engine = GatedEngine("r0")
+    gateway = Gateway(smollm_tokenizer, engine, GatewayConfig(keep_versions=2))
+    await gateway.publish_adapter(1, "/a1")
+    session = gateway.open_session("rollout-1", [Message("user", "Say hi.")])
+    turn = asyncio.ensure_future(session.generate(SamplingParams(max_new_tokens=2)))
+    await asyncio.sleep(0)  # the turn leased v1 and waits in the engine
+    await gateway.publish_adapter(2, "/a2")
+    await gateway.publish_adapter(3, "/a3")  # v1 is past keep_versions but still sampled
+    assert engine.unloaded == [] and "run-v000001" in engine.adapters
+    engine.gate.set()
+    await turn
+    assert session.generations[-1].adapter_version == 1  # the turn ran on the version it leased
+    assert engine.unloaded == ["run-v000001"]
+    await gateway.publish_adapter(4, "/a4")  # no turn holds v2: unloaded at once
+    assert engine.unloaded == ["run-v000001", "run-v000002"]
+    assert engine.adapters == {"run-v000003", "run-v000004"}

@@ -90,3 +90,25 @@ async def test_several_adapters_in_one_batch(smollm_model: Any, smollm_tokenizer
             await engine.load_adapter("run-v000004", "/nonexistent/adapter")
         await engine.unload_adapter("run-v000002")  # the last one: back to the plain base model
         assert (await engine.generate(p, GREEDY)).token_ids == base_before.token_ids
+
+
+async def test_a_request_whose_adapter_is_unloaded_while_it_waits_fails_alone(
+    smollm_model: Any, smollm_tokenizer: Any, lora_dirs: list[Path]
+) -> None:
+    """The CI failure of 2026-12-02: a turn queued on v2, v4's publish unloaded v2 before the
+    batch ran, and peft's ValueError took the only replica out of the ring."""
+    model = copy.deepcopy(smollm_model)
+    config = TransformersEngineConfig(batch_window_ms=500)
+    p = prompt(smollm_tokenizer, "Tell me a fact.")
+    async with TransformersEngine(config, model, smollm_tokenizer) as engine:
+        await engine.load_adapter("run-v000001", str(lora_dirs[0]))
+        await engine.load_adapter("run-v000002", str(lora_dirs[1]))
+        queued = [asyncio.ensure_future(engine.generate(p, GREEDY, adapter=a))
+                  for a in ("run-v000001", "run-v000002", None)]
+        await asyncio.sleep(0.1)  # all three passed the loaded check and wait in the batch window
+        await engine.unload_adapter("run-v000001")
+        gone, kept, base = await asyncio.gather(*queued, return_exceptions=True)
+        assert isinstance(gone, UnknownAdapterError) and "was unloaded" in str(gone)
+        assert kept.adapter_version == 2 and len(kept.token_ids) > 0
+        assert base.adapter_version == 0 and len(base.token_ids) > 0
+        assert await engine.health()
