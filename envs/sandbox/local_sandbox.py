@@ -320,18 +320,30 @@ class LocalSandbox:
             "uid": self._uid.uid if self._uid else None,
             "chown": [posixpath.normpath(self.spec.workdir)] if launch.isolated and self._uid else [],
         }
-        argv = [launch.python, self._ctl_inside("local_agent.py"), json.dumps(config)]
+        # -I -S: the agent is stdlib-only; skipping site (.pth files of a large venv) saves ~40 ms a start
+        argv = [launch.python, "-I", "-S", self._ctl_inside("local_agent.py"), json.dumps(config)]
+        procs_fd: int | None = None
         if launch.isolated:
             argv = [*launch.bwrap_prefix, *self._bwrap_binds(), "--", *argv]
             cgroup = launch.cgroups.create(self.sandbox_id, self.spec.memory_mb << 20) if launch.cgroups else None
-            if cgroup is not None:  # bubblewrap starts inside it: its tmpfs pages are charged there
+            if cgroup is not None:
                 self._record.cgroup = str(cgroup)
-                argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
-        with open(self._host_dir / "agent.log", "wb") as agent_log:
-            self._proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=agent_log,
-                cwd=None if launch.isolated else self._host_dir / "work",
-                env=self._base_env(), start_new_session=True)
+                procs_fd = os.open(cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            if procs_fd is not None:
+                # The agent joins its cgroup itself, overlapping the move (~12 ms of kernel wait)
+                # with its start-up: then it and every command and file copy it runs charge their
+                # memory and tmpfs pages there.
+                argv.append(str(procs_fd))
+            with open(self._host_dir / "agent.log", "wb") as agent_log:
+                self._proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=agent_log,
+                    cwd=None if launch.isolated else self._host_dir / "work",
+                    env=self._base_env(), start_new_session=True,
+                    pass_fds=() if procs_fd is None else (procs_fd,))
+        finally:
+            if procs_fd is not None:
+                os.close(procs_fd)
         self._channel = AgentChannel(self._proc, f"sandbox {self.sandbox_id}")
         self._record.agent_pid = self._proc.pid
         self._record.agent_start_ticks = process_start_ticks(self._proc.pid)

@@ -101,7 +101,11 @@ async def test_tmpfs_files_count_against_the_sandboxs_memory(local_backend: Loca
         cgroup = Path(record.cgroup)
         limit = cgroup / "memory.limit_in_bytes" if (cgroup / "memory.limit_in_bytes").exists() else cgroup / "memory.max"
         assert int(limit.read_text()) == 96 << 20
-        assert str(record.agent_pid) in (cgroup / "cgroup.procs").read_text().split()
+        # the agent joined it (bubblewrap stays outside), and its commands start inside it
+        members = (cgroup / "cgroup.procs").read_text().split()
+        assert any("local_agent.py" in Path(f"/proc/{pid}/cmdline").read_text() for pid in members)
+        assert str(record.agent_pid) not in members
+        assert cgroup.name in (await sb.exec("cat /proc/self/cgroup")).stdout
         # 3 x 40 MiB of files fit the 512 MiB tmpfs but not the 96 MiB of memory: the OOM killer
         # acts inside the sandbox (on the writer, or on the agent: then the sandbox is damaged)
         try:
