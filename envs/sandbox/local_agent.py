@@ -6,8 +6,8 @@ line on stdout, matched by ``id``; each request runs in its own thread. Command 
 files in the control folder (never to a pipe), so that a daemon a command leaves behind cannot
 hang the call. Closing stdin ends the agent (and, under bubblewrap, the whole sandbox).
 
-Usage: ``python3 local_agent.py CONFIG_JSON [CGROUP_PROCS_FD]`` where CONFIG_JSON has ``ctl`` (control folder),
-``nproc`` (RLIMIT_NPROC of commands, 0 for none; an agent sharing their user keeps
+Usage: ``python3 local_agent.py CONFIG_JSON [CGROUP_PROCS_FD]`` where CONFIG_JSON has ``ctl``
+(control folder), ``nproc`` (RLIMIT_NPROC of commands, 0 for none; an agent sharing their user keeps
 ``NPROC_RESERVE`` more so that it can still answer while a fork bomb fills the sandbox),
 ``data_bytes`` (RLIMIT_DATA, 0 for none), ``own_pid_ns``
 (True when every process but pid 1 and the agent belongs to the sandbox), ``clear_dirs``
@@ -16,8 +16,8 @@ commands and file copies run as, the agent keeping only the capabilities to swit
 kill its processes and to give it ``chown`` (folders made for it)). CGROUP_PROCS_FD, when given, is
 an inherited descriptor of the sandbox's ``cgroup.procs``: the agent joins that memory cgroup
 before it serves any request (so every command and file copy is charged there), and closes it.
-Before and after each command
-the agent kills every process the commands left when the sandbox is at its process limit.
+Before and after each command the agent kills every process the commands left when the sandbox
+is at its process limit.
 """
 
 from __future__ import annotations
