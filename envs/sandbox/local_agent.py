@@ -36,7 +36,7 @@ def _join_cgroup(fd: int, done: _thread.LockType, errors: list[OSError]) -> None
     done.release()
 
 
-# Joining a memory cgroup waits ~12 ms on the kernel (cgroup migration syncs RCU): started here,
+# Joining a memory cgroup waits ~12 ms in the kernel (measured here, v1): started here,
 # in a thread, it overlaps the imports below instead of adding to the sandbox's start.
 _JOINED = _thread.allocate_lock()
 _JOIN_ERRORS: list[OSError] = []
