@@ -160,7 +160,10 @@ class Gateway:
         return name
 
     async def release_adapter(self, name: str | None) -> None:
-        """Ends a turn's lease; unloads its version if a publish retired it meanwhile."""
+        """Ends a turn's lease; unloads its version if a publish retired it meanwhile.
+
+        Never raises: a failed unload is logged (the replica keeps the adapter loaded).
+        """
         if name is None:
             return
         self._in_flight[name] -= 1

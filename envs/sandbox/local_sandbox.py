@@ -328,13 +328,12 @@ class LocalSandbox:
             cgroup = launch.cgroups.create(self.sandbox_id, self.spec.memory_mb << 20) if launch.cgroups else None
             if cgroup is not None:
                 self._record.cgroup = str(cgroup)
-                procs_fd = os.open(cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            if procs_fd is not None:
                 # The agent joins its cgroup itself, overlapping the move (~12 ms of kernel wait)
                 # with its start-up: then it and every command and file copy it runs charge their
                 # memory and tmpfs pages there.
+                procs_fd = os.open(cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
                 argv.append(str(procs_fd))
+        try:
             with open(self._host_dir / "agent.log", "wb") as agent_log:
                 self._proc = subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=agent_log,
