@@ -119,11 +119,20 @@ def create_container(
 
 def _create(client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabels, facts: StorageFacts) -> Container:
     key = (spec.image, spec.workdir)
-    if facts.quota is None or (not facts.quota and key not in facts.filled_workdirs):
+    if _must_learn(facts, key):
         with facts.lock:
-            return _create_learning(client, spec, labels, facts)
+            # Checked again under the lock: the sandboxes that queued behind the one that learned
+            # create in parallel (one create per sandbox inside the lock made 64 starts at once
+            # wait on each other).
+            if _must_learn(facts, key):
+                return _create_learning(client, spec, labels, facts)
+    assert facts.quota is not None
     options = container_options(spec, labels, quota=facts.quota, tmpfs_workdir=not facts.filled_workdirs.get(key, True))
     return client.containers.create(spec.image, **options)
+
+
+def _must_learn(facts: StorageFacts, key: tuple[str, str]) -> bool:
+    return facts.quota is None or (not facts.quota and key not in facts.filled_workdirs)
 
 
 def _create_learning(client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabels,
