@@ -15,6 +15,7 @@ from gymfleet.cli_eval import eval_app
 from gymfleet.cli_runs import runs_app
 from gymfleet.cli_serve import serve
 from gymfleet.cli_images import images_app
+from gymfleet.cli_learn import learn_command
 from gymfleet.cli_sandbox import sandbox_app
 from gymfleet.cli_train import train_command
 
@@ -28,6 +29,7 @@ app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(eval_app, name="eval")
 app.command("train")(train_command)
+app.command("learn")(learn_command)
 
 if __name__ == "__main__":
     app()

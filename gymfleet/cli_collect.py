@@ -1,4 +1,5 @@
-"""`gymfleet collect CONFIG`: runs rollout collection only (evaluation or data generation)."""
+"""`gymfleet collect CONFIG`: runs rollout collection only (evaluation or data generation), or, given
+a training config, one orchestrator shard of that run, following its learner's bucket."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.orchestrator.config import load_run_config
+from gymfleet.orchestrator.config import fill_run_id
 from gymfleet.orchestrator.loop import run_loop
 from gymfleet.orchestrator.store.engine import display_url
 from gymfleet.run.collection import collect
+from gymfleet.run.config import load_shard_config
 from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
@@ -26,6 +28,9 @@ def collect_command(
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: the config's, else its file name).")] = None,
     store: Annotated[str | None, typer.Option(help="Store URL (overrides the config's).")] = None,
+    bucket: Annotated[str | None, typer.Option(
+        help="fsspec URL of the adapter bucket to follow (where `gymfleet learn` publishes): each new "
+             "version is hot-loaded. Default: a training config's own bucket; none for a run config.")] = None,
     progress: Annotated[bool, typer.Option(
         help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
              "(CI, nohup, a log file), plain progress lines instead.")] = True,
@@ -39,9 +44,17 @@ def collect_command(
     if store:
         overrides.append(f"store={store}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_run_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg, run_bucket = load_shard_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    follower = None
+    if bucket or run_bucket:
+        from gymfleet.run.follow import BucketFollower
+        from gymfleet.trainer import AdapterBucket
+
+        bucket_url = fill_run_id(bucket, cfg.run_id) if bucket else run_bucket
+        follower = BucketFollower(AdapterBucket(bucket_url, cfg.run_id), Path(f"runs/{cfg.run_id}/adapters"), console)
     outcome = run_loop(collect(cfg, config_path=config, overrides=overrides, console=console,
-                               live=progress and console.is_terminal, progress_every_s=progress_every))
+                               live=progress and console.is_terminal, progress_every_s=progress_every,
+                               follower=follower))
     console.print(
         f"run {outcome.run_id}: {outcome.status.value}, {outcome.completed} rollouts this start "
         f"{outcome.by_status}; requeued {outcome.n_requeued} (of which {outcome.n_aborted_on_restart} "

@@ -13,7 +13,7 @@ _EXPORTS = {
     "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors",
     "TrainError": ".errors", "GroupSource": ".learner", "Learner": ".learner", "LearnerConfig": ".learner",
     "StepMetrics": ".learner", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".worker",
-    "WorkerArgs": ".worker", "learner_process": ".worker",
+    "WorkerArgs": ".worker", "learn": ".worker", "learner_process": ".worker",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,23 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any) -> None:
         import torch
 
         torch.set_num_threads(args.n_threads)
-    asyncio.run(_learn(args, stop, attempts))
+    asyncio.run(learn(args, stop, attempts))
 
 
-async def _learn(args: WorkerArgs, stop: Any, attempts: Any) -> None:
+async def learn(args: WorkerArgs, stop: Any, attempts: Any,
+                on_step: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """The learner's loop: resumes from the bucket, then claims, trains and publishes until
+    ``args.max_steps`` or ``stop``; every step is a line of ``learner.jsonl``.
+
+    Args:
+        stop: anything with ``is_set()`` (a ``multiprocessing.Event`` or ``threading.Event``).
+        attempts: a ``multiprocessing.Value('i')`` counting steps that claimed groups.
+        on_step: called with each step's row (what ``learner.jsonl`` gets).
+
+    Raises:
+        BucketError: nothing committed in the bucket loads (see :meth:`Learner.resume`).
+        StoreError: the store cannot be opened or read.
+    """
     from gymfleet.orchestrator.store import TrajectoryStore
     from gymfleet.trainer.bucket import AdapterBucket
     from gymfleet.trainer.learner import Learner, LearnerConfig
@@ -90,6 +104,8 @@ async def _learn(args: WorkerArgs, stop: Any, attempts: Any) -> None:
                 row = {"event": "step", "t": time.time(), "idle_s": idle_s, **asdict(metrics),
                        "version": learner.version, "claimed": len(source.claimed)}
                 _write(out, row)
+                if on_step is not None:
+                    on_step(row)
                 idle_s = 0.0
             if learner.pending_group_ids:
                 version = await learner.publish()

@@ -1,14 +1,19 @@
-"""`collect`: runs a collection (rollouts only, no learner) from a run config, through open_run."""
+"""`collect`: runs a collection (rollouts only, no learner) from a run config, through open_run;
+as a shard of a training run it follows the learner's bucket."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 from rich.console import Console
 
-from gymfleet.orchestrator.config import RunConfig, load_run_config
+from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.scheduler import RunOutcome
 from gymfleet.run.compose import open_run
+from gymfleet.run.config import load_shard_config
+from gymfleet.run.follow import BucketFollower
 
 
 class ConfigWatcher:
@@ -30,7 +35,7 @@ class ConfigWatcher:
         if mtime == self.mtime_ns:
             return None
         self.mtime_ns = mtime
-        return load_run_config(self.path, self.overrides)
+        return load_shard_config(self.path, self.overrides)[0]
 
 
 async def collect(
@@ -41,6 +46,8 @@ async def collect(
     console: Console | None = None,
     live: bool | None = None,
     progress_every_s: float | None = None,
+    follower: BucketFollower | None = None,
+    follow_interval_s: float = 1.0,
 ) -> RunOutcome:
     """Runs ``config`` until its work is done or SIGINT/SIGTERM stops it.
 
@@ -55,11 +62,25 @@ async def collect(
         console: where progress goes (default stderr).
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
         progress_every_s: seconds between plain progress lines (default 10).
+        follower: hot-loads the learner's new adapter versions (a shard of a training run): the
+            newest before the first rollout, then every ``follow_interval_s`` seconds. A version
+            that fails to load is tried again at the next look; the previous one stays served.
 
     Raises:
         ConfigError: no task can run here, a task's env or instances, or the policy, cannot be set up.
     """
     watcher = ConfigWatcher(config_path, overrides or []) if config_path else None
     async with open_run(config, console=console, reload_config=watcher) as run:
-        with run.progress(live, interval_s=progress_every_s):
-            return await run.scheduler.run()
+        following = None
+        if follower is not None:
+            await follower.load_newest(run.gateway)  # a resumed shard starts from the newest version
+            following = asyncio.create_task(follower.follow(run.gateway, follow_interval_s), name="follow-bucket")
+        try:
+            with run.progress(live, interval_s=progress_every_s):
+                return await run.scheduler.run()
+        finally:
+            if following is not None:
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+

@@ -135,3 +135,28 @@ def load_train_config(path: str | Path, overrides: list[str] | None = None) -> T
     """
     data = read_config_document(path, overrides, "train config")
     return train_config_from_dict(data, f"train config {path}")
+
+
+def load_shard_config(path: str | Path, overrides: list[str] | None = None) -> tuple[RunConfig, str | None]:
+    """What ``gymfleet collect`` runs: a run config, or the collection of a training config.
+
+    A training config (one with any of the training keys: ``learner``, ``bucket``, ...) makes
+    the process a shard of that run: its tasks cycle until it is stopped (unless they set
+    ``passes``), and it follows the run's bucket.
+
+    Returns:
+        The collection, and the bucket URL to follow (None for a plain run config).
+
+    Raises:
+        ConfigError: as :func:`load_train_config` or
+            :func:`~gymfleet.orchestrator.config.load_run_config`.
+    """
+    data = read_config_document(path, overrides, "config")
+    if not any(key in data for key in TRAIN_KEYS):
+        try:
+            return RunConfig.model_validate(data), None
+        except ValidationError as exc:
+            raise ConfigError(f"run config {path}: {validation_problems(exc)}") from exc
+    train = train_config_from_dict(data, f"train config {path}")
+    return train.run, train.bucket
+

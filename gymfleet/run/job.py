@@ -33,7 +33,8 @@ from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
-from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
+from gymfleet.run.follow import BucketFollower
+from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
 SAMPLE_S = 0.05
@@ -62,6 +63,8 @@ class _Job:
         self.console = console
         self.bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
         self.timeline = GenerationTimeline(started_at=time.time())
+        self.follower = BucketFollower(self.bucket, Path(cfg.report_dir) / "adapters", console,
+                                       loads=self.timeline.loads)
         self.t0 = time.monotonic()
         ctx = mp.get_context("spawn")
         self.stop = ctx.Event()
@@ -90,17 +93,8 @@ class _Job:
         self.proc.start()
 
     async def hot_load(self, gateway: Any) -> None:
-        latest = await asyncio.to_thread(self.bucket.latest)
-        if latest is None or latest.version <= gateway.policy_version:
-            return
-        self.learner_step = int(latest.meta.get("step", 0))
-        path = latest.url
-        if not Path(path).exists():  # a remote bucket: engines read a local copy
-            path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, Path(self.cfg.report_dir) / "adapters"))
-        t0 = time.monotonic()
-        await gateway.publish_adapter(latest.version, path)
-        self.timeline.loads.append(AdapterLoad(time.time(), latest.version, time.monotonic() - t0))
-        self.console.print(f"[green]policy v{latest.version}[/green] loaded (learner step {latest.meta.get('step')})")
+        if await self.follower.load_newest(gateway) is not None:
+            self.learner_step = self.follower.step
 
     async def sample_idle(self, scheduler: Scheduler) -> None:
         while True:

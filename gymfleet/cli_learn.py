@@ -1,0 +1,91 @@
+"""`gymfleet learn CONFIG`: the learner of a training run on its own, joined to the rest of the run
+by the store URL (where orchestrator shards, `gymfleet collect`, write groups) and the bucket URL
+(where it publishes the adapters they follow)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing as mp
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from gymfleet.orchestrator.store.engine import display_url
+
+console = Console(stderr=True)
+
+
+def learn_command(
+    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Training config (YAML).")],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
+    ] = None,
+    store: Annotated[str | None, typer.Option(help="Store URL the shards write to (overrides the config's).")] = None,
+    bucket: Annotated[str | None, typer.Option(help="fsspec URL of the adapter bucket (overrides the config's).")] = None,
+) -> None:
+    """Trains the run's adapter from the groups in its store and publishes each version to its
+    bucket, until the budget is spent or SIGINT/SIGTERM; rerun the same command to resume."""
+    from gymfleet.run.config import load_train_config
+    from gymfleet.trainer import STEPS_FILE, WorkerArgs, learn
+
+    overrides = list(set_ or [])
+    if store:
+        overrides.append(f"store={json.dumps(store)}")
+    if bucket:
+        overrides.append(f"bucket={json.dumps(bucket)}")
+    cfg = load_train_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    report = Path(cfg.report_dir)
+    report.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if cfg.learner_threads:
+        import torch
+
+        torch.set_num_threads(cfg.learner_threads)
+    args = WorkerArgs(
+        learner=cfg.learner.model_dump(mode="json"), store_url=cfg.run.store, run_id=cfg.run.run_id,
+        bucket_url=cfg.bucket, report_dir=cfg.report_dir, max_steps=cfg.budget.max_steps,
+        min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
+    )
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    if cfg.budget.max_wall_s is not None:
+        threading.Timer(cfg.budget.max_wall_s, stop.set).start()
+    console.print(f"learner of run {cfg.run.run_id}: store {display_url(cfg.run.store)}, bucket {cfg.bucket}",
+                  markup=False, highlight=False)
+    try:
+        asyncio.run(learn(args, stop, mp.Value("i", 0), on_step=_print_step))
+    finally:
+        stop.set()  # ends a wall-budget timer
+    end = _last_event(report / STEPS_FILE, "end")
+    console.print(f"learner stopped at step {end.get('step')}, policy v{end.get('version')} in {cfg.bucket}; "
+                  "rerun the same command to resume", markup=False, highlight=False)
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """The first SIGINT/SIGTERM lets the step finish and what it trained be published; a second
+    one stops at once."""
+    def handler(signum: int, _: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        console.print("stopping: the learner finishes its step and publishes what it trained")
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _print_step(row: dict[str, Any]) -> None:
+    console.print(f"step {row['step']}: {row['n_groups']} groups, mean reward {row['mean_reward']:.3f}, "
+                  f"loss {row['loss']:.4f}, policy v{row['version']}", markup=False, highlight=False)
+
+
+def _last_event(path: Path, event: str) -> dict[str, Any]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return next((r for r in reversed(rows) if r.get("event") == event), {})
