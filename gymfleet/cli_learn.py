@@ -32,7 +32,8 @@ def learn_command(
     """Trains the run's adapter from the groups in its store and publishes each version to its
     bucket, until the budget is spent or SIGINT/SIGTERM; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config
-    from gymfleet.trainer import STEPS_FILE, WorkerArgs, learn
+    from gymfleet.run.report import read_steps
+    from gymfleet.trainer import WorkerArgs, learn
 
     overrides = list(set_ or [])
     if store:
@@ -63,7 +64,7 @@ def learn_command(
         asyncio.run(learn(args, stop, mp.Value("i", 0), on_step=_print_step))
     finally:
         stop.set()  # ends a wall-budget timer
-    end = _last_event(report / STEPS_FILE, "end")
+    end = next((r for r in reversed(read_steps(report)) if r["event"] == "end"), {})
     console.print(f"learner stopped at step {end.get('step')}, policy v{end.get('version')} in {cfg.bucket}; "
                   "rerun the same command to resume", markup=False, highlight=False)
 
@@ -84,8 +85,3 @@ def _stop_on_signals(stop: threading.Event) -> None:
 def _print_step(row: dict[str, Any]) -> None:
     console.print(f"step {row['step']}: {row['n_groups']} groups, mean reward {row['mean_reward']:.3f}, "
                   f"loss {row['loss']:.4f}, policy v{row['version']}", markup=False, highlight=False)
-
-
-def _last_event(path: Path, event: str) -> dict[str, Any]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return next((r for r in reversed(rows) if r.get("event") == event), {})

@@ -26,6 +26,9 @@ def train_command(
              "(CI, nohup, a log file), plain progress lines instead.")] = True,
     progress_every: Annotated[float, typer.Option(
         min=0.1, max=30.0, help="Seconds between plain progress lines.")] = PLAIN_INTERVAL_S,
+    cluster: Annotated[str | None, typer.Option(
+        help="Place the roles on a Ray cluster: auto (the cluster this machine joined) or ray://HOST:PORT; "
+             "the config's cluster: section says where each role goes (docs/cluster.md).")] = None,
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config
@@ -33,6 +36,15 @@ def train_command(
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    if cluster is not None:
+        from gymfleet.run.cluster import train_on_cluster
+
+        report = train_on_cluster(cfg, cluster, console)
+        console.print(f"run {report['run_id']} on Ray: {report['run_status']}, {report['n_steps']} learner steps "
+                      f"(last step {report['last_step']}), policy v{report['final_version']}, {report['wall_s']:.0f} s",
+                      markup=False, highlight=False)
+        print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
+        return
     outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
                                 progress_every_s=progress_every))
     r = outcome.report

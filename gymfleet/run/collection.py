@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -48,6 +49,7 @@ async def collect(
     progress_every_s: float | None = None,
     follower: BucketFollower | None = None,
     follow_interval_s: float = 1.0,
+    stop: asyncio.Event | None = None,
 ) -> RunOutcome:
     """Runs ``config`` until its work is done or SIGINT/SIGTERM stops it.
 
@@ -65,22 +67,31 @@ async def collect(
         follower: hot-loads the learner's new adapter versions (a shard of a training run): the
             newest before the first rollout, then every ``follow_interval_s`` seconds. A version
             that fails to load is tried again at the next look; the previous one stays served.
+        stop: once set, the run stops as on a signal (a launcher's stop, where there are no
+            signals: a Ray actor).
 
     Raises:
         ConfigError: no task can run here, a task's env or instances, or the policy, cannot be set up.
     """
     watcher = ConfigWatcher(config_path, overrides or []) if config_path else None
     async with open_run(config, console=console, reload_config=watcher) as run:
-        following = None
+        helpers = []
         if follower is not None:
             await follower.load_newest(run.gateway)  # a resumed shard starts from the newest version
-            following = asyncio.create_task(follower.follow(run.gateway, follow_interval_s), name="follow-bucket")
+            helpers.append(asyncio.create_task(follower.follow(run.gateway, follow_interval_s), name="follow-bucket"))
+        if stop is not None:
+            helpers.append(asyncio.create_task(_stop_when(stop, run.scheduler.request_stop), name="stop-event"))
         try:
             with run.progress(live, interval_s=progress_every_s):
                 return await run.scheduler.run()
         finally:
-            if following is not None:
-                following.cancel()
+            for helper in helpers:
+                helper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await following
+                    await helper
+
+
+async def _stop_when(stop: asyncio.Event, request_stop: Callable[[], None]) -> None:
+    await stop.wait()
+    request_stop()
 

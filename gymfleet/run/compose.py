@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -119,6 +120,9 @@ async def _task_envs(config: RunConfig, resources: EnvResources) -> tuple[dict[s
 
 @contextmanager
 def _stop_signals(on_stop: Callable[[], None]) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only (a Ray actor): its launcher stops it instead
+        return
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_stop)

@@ -24,7 +24,7 @@ from gymfleet.core.strict import StrictModel, unknown_key_message, validation_pr
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.trainer import LearnerConfig
 
-TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads")
+TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads", "cluster")
 
 
 class BudgetConfig(StrictModel):
@@ -40,6 +40,24 @@ class BudgetConfig(StrictModel):
         if self.max_steps is None and self.max_wall_s is None:
             raise ValueError("set budget.max_steps or budget.max_wall_s (or both)")
         return self
+
+
+class ClusterConfig(StrictModel):
+    """Where each role of a training run goes on a Ray cluster (``train --cluster``)."""
+
+    shards: int = Field(2, ge=1)
+    """Orchestrator shards (each a ``collect`` of the run with its own env resources and replicas)."""
+    shard_resources: dict[str, float] = Field(default_factory=lambda: {"sandbox": 1.0})
+    """Ray resources each shard requests: custom resources the env nodes offer."""
+    shard_cpus: float = Field(1.0, ge=0)
+    """CPUs each shard requests."""
+    learner_resources: dict[str, float] = Field(default_factory=lambda: {"trainer": 1.0})
+    """Ray resources the learner requests."""
+    learner_cpus: float = Field(1.0, ge=0)
+    learner_gpus: float = Field(0.0, ge=0)
+    """GPUs the learner requests (0: it trains on the CPU)."""
+    max_restarts: int = Field(3, ge=0)
+    """Restarts of a failed actor (Ray's ``max_restarts``); its ``run`` is retried after each."""
 
 
 class TrainConfig(StrictModel):
@@ -61,6 +79,8 @@ class TrainConfig(StrictModel):
 
     learner_threads: int | None = Field(None, ge=1)
     """torch threads of the learner process; None keeps torch's default."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """Where the roles go with ``gymfleet train --cluster`` (unused on one machine)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

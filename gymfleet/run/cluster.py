@@ -1,0 +1,227 @@
+"""`gymfleet train CONFIG --cluster ADDRESS`: the run's roles placed on a Ray cluster as actors.
+
+* **Orchestrator shards** (``cluster.shards`` of them): each a ``collect`` of the run (its own
+  env resources, its own replicas as ``policy.engines`` says, following the bucket), on nodes that
+  offer ``cluster.shard_resources`` (custom resources such as ``{sandbox: 1}``; a node says what
+  it offers with ``ray start --resources='{"sandbox": 1}'``).
+* **The learner**: ``gymfleet learn``'s loop, on a node offering ``cluster.learner_resources``
+  (and ``cluster.learner_gpus`` GPUs).
+
+Ray restarts an actor whose process or node dies (``max_restarts``) and retries its ``run`` call
+(``max_task_retries``): a restarted shard or learner resumes from the store and the bucket as a
+restarted process does. The store and the bucket join them, so both must be reachable from every
+node: a local bucket path or SQLite file is refused when the cluster spans several hosts.
+
+Ray is an optional extra (``pip install 'gymfleet[ray]'``); gymfleet never manages the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from gymfleet.core.errors import ConfigError
+from gymfleet.orchestrator.config import RunConfig
+from gymfleet.orchestrator.scheduler import RunOutcome
+from gymfleet.run.collection import collect
+from gymfleet.run.config import ClusterConfig
+from gymfleet.run.follow import BucketFollower
+from gymfleet.run.report import GenerationTimeline, build_report, read_steps, write_report
+
+log = logging.getLogger(__name__)
+
+STOP_WAIT_S = 120.0
+"""Seconds the launcher waits for a shard to stop (abort its rollouts) before killing it."""
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What one shard did (this start)."""
+
+    index: int
+    status: str
+    completed: int
+    by_status: dict[str, int]
+    loads: list[dict[str, float]]
+
+
+class ShardRole:
+    """A Ray actor: one orchestrator shard of the run (``collect`` following the bucket).
+
+    A threaded actor (``max_concurrency=2``): :meth:`stop` is called while :meth:`run` runs.
+    """
+
+    def __init__(self, run: dict[str, Any], bucket_url: str, index: int, local_dir: str) -> None:
+        self.config = RunConfig.model_validate(run)
+        self.bucket_url = bucket_url
+        self.index = index
+        self.local_dir = Path(local_dir)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stopped = threading.Event()
+
+    def run(self) -> ShardResult:
+        """Collects until :meth:`stop`; returns what it did."""
+        return asyncio.run(_collect_shard(self))
+
+    def stop(self) -> None:
+        """Stops admission and aborts the rollouts in flight (they are requeued)."""
+        self._stopped.set()
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+
+async def _collect_shard(shard: ShardRole) -> ShardResult:
+    """The shard's collection. A module function: a Ray actor class with an ``async def`` is an
+    async actor, whose methods run on Ray's own event loop, and this one runs its own."""
+    from gymfleet.trainer import AdapterBucket
+
+    shard._loop, shard._stop = asyncio.get_running_loop(), asyncio.Event()
+    if shard._stopped.is_set():
+        shard._stop.set()
+    follower = BucketFollower(AdapterBucket(shard.bucket_url, shard.config.run_id), shard.local_dir)
+    outcome: RunOutcome = await collect(shard.config, follower=follower, stop=shard._stop)
+    return ShardResult(shard.index, outcome.status.value, outcome.completed, dict(outcome.by_status),
+                       [{"t": ld.t, "version": ld.version, "load_s": ld.load_s} for ld in follower.loads])
+
+
+class LearnerRole:
+    """A Ray actor: the run's learner (``gymfleet learn``'s loop). Threaded (``max_concurrency=2``)."""
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+        self._stop = threading.Event()
+
+    def run(self) -> dict[str, Any]:
+        """Trains until the budget or :meth:`stop`; returns the last ``end`` event of learner.jsonl."""
+        from gymfleet.trainer import learn
+
+        if self.args.n_threads:
+            import torch
+
+            torch.set_num_threads(self.args.n_threads)
+        Path(self.args.report_dir).mkdir(parents=True, exist_ok=True)
+        asyncio.run(learn(self.args, self._stop, mp.Value("i", 0)))
+        return next((r for r in reversed(read_steps(Path(self.args.report_dir))) if r["event"] == "end"), {})
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def check_reachable(store: str, bucket: str, hosts: set[str]) -> None:
+    """Refuses a store or bucket that only one host can see when the cluster spans several.
+
+    Raises:
+        ConfigError: a local bucket path or a SQLite store on a cluster of several hosts.
+    """
+    if len(hosts) <= 1:
+        return
+    if "://" not in bucket or bucket.startswith("file://"):
+        raise ConfigError(f"bucket {bucket!r} is a local path, but the cluster spans {len(hosts)} hosts: give "
+                          "an fsspec URL every node reaches (s3://..., gs://..., a shared file system's mount "
+                          "given as the same path on every node is not checked: use file:// only there)")
+    if store.startswith("sqlite") or "://" not in store:
+        raise ConfigError(f"store {store!r} is a SQLite file, but the cluster spans {len(hosts)} hosts: give a "
+                          "PostgreSQL URL (postgresql+asyncpg://user:password@host/db)")
+
+
+def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> dict[str, Any]:
+    """Runs training config ``cfg`` on the Ray cluster at ``address`` until the learner's budget is
+    spent; writes and returns the report (``report_dir``/report.json).
+
+    Args:
+        cfg: a :class:`~gymfleet.run.config.TrainConfig` (async mode).
+        address: ``auto`` (the cluster this machine is part of) or ``ray://HOST:PORT``, or the
+            address ``ray.init`` takes.
+
+    Raises:
+        ConfigError: Ray is not installed, sync mode, or a store/bucket the nodes cannot share.
+        TrainError: the learner failed for good (after its restarts).
+    """
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--cluster needs Ray: pip install 'gymfleet[ray]'") from None
+    from gymfleet.core.errors import TrainError
+    from gymfleet.trainer import WorkerArgs
+
+    console = console or Console(stderr=True)
+    if cfg.mode != "async":
+        raise ConfigError("--cluster runs mode: async only (the lock-step baseline is a one-machine run)")
+    started_at, t0 = time.time(), time.monotonic()
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    hosts = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+    check_reachable(cfg.run.store, cfg.bucket, hosts)
+    cl: ClusterConfig = cfg.cluster
+    run = cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(update={"mode": "abort"})})
+    args = WorkerArgs(
+        learner=cfg.learner.model_dump(mode="json"), store_url=run.store, run_id=run.run_id,
+        bucket_url=cfg.bucket, report_dir=str(Path(cfg.report_dir).resolve()), max_steps=cfg.budget.max_steps,
+        min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
+    )
+    restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
+    learner = ray.remote(LearnerRole).options(
+        name=f"gymfleet-learner-{run.run_id}", num_cpus=cl.learner_cpus, num_gpus=cl.learner_gpus,
+        resources=cl.learner_resources, **restarts).remote(args)
+    local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
+    shards = [ray.remote(ShardRole).options(
+        name=f"gymfleet-shard-{run.run_id}-{i}", num_cpus=cl.shard_cpus, resources=cl.shard_resources,
+        **restarts).remote(run.model_dump(mode="json"), cfg.bucket, i, local_dir) for i in range(cl.shards)]
+    console.print(f"run {run.run_id} on Ray ({len(hosts)} host(s), {len(ray.nodes())} node(s)): "
+                  f"{cl.shards} shard(s), 1 learner", markup=False, highlight=False)
+    shard_runs = [s.run.remote() for s in shards]
+    learner_run = learner.run.remote()
+    end: dict[str, Any] = {}
+    try:
+        end = _wait_learner(ray, learner_run, shard_runs, cfg.budget.max_wall_s, learner, t0)
+    except ray.exceptions.RayError as exc:
+        raise TrainError(f"the learner failed after {cl.max_restarts} restarts: {exc}") from exc
+    finally:
+        results = _stop_shards(ray, shards, shard_runs)
+        for s in shards:
+            ray.kill(s, no_restart=True)
+        ray.kill(learner, no_restart=True)
+    timeline = GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0)
+    report = build_report(Path(cfg.report_dir), "async", timeline, run.run_id)
+    report["cluster"] = {"address": address, "hosts": sorted(hosts), "shards": [r.__dict__ for r in results],
+                         "learner_end": end}
+    report["run_status"] = "completed_budget" if end.get("step") == cfg.budget.max_steps else "interrupted"
+    write_report(Path(cfg.report_dir), report)
+    return report
+
+
+def _wait_learner(ray: Any, learner_run: Any, shard_runs: list[Any], max_wall_s: float | None,
+                  learner: Any, t0: float) -> dict[str, Any]:
+    """Waits for the learner's run to end (its budget), stopping it at ``max_wall_s``."""
+    stop_sent = False
+    while True:
+        done, _ = ray.wait([learner_run], timeout=1.0)
+        if done:
+            return ray.get(learner_run)
+        if max_wall_s is not None and time.monotonic() - t0 > max_wall_s and not stop_sent:
+            learner.stop.remote()
+            stop_sent = True
+
+
+def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any]) -> list[ShardResult]:
+    """Asks every shard to stop and collects what each did; a shard that is gone (its node
+    died, not restarted) or does not stop in time is left out."""
+    for s in shards:
+        s.stop.remote()
+    ready, _ = ray.wait(shard_runs, num_returns=len(shard_runs), timeout=STOP_WAIT_S)
+    results = []
+    for ref in ready:
+        try:
+            results.append(ray.get(ref))
+        except ray.exceptions.RayError as exc:
+            log.warning("a shard ended with an error: %s", exc)
+    return results
