@@ -1,9 +1,10 @@
 """The learner process: claims groups from the store, trains, publishes, logs each step as JSON.
 
 Started by :mod:`gymfleet.run.job` with ``multiprocessing`` (spawn), so that training never
-blocks the orchestrator's event loop. It shares three things with its parent: a stop event
+blocks the orchestrator's event loop. It shares four things with its parent: a stop event
 (finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
-on it), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
+on it), a counter of groups a step asked for beyond its first claim (dynamic sampling's refill:
+sync mode lets that many more groups start), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ class WorkerArgs:
     n_threads: int | None = None
 
 
-def learner_process(args: WorkerArgs, stop: Any, attempts: Any) -> None:
+def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None) -> None:
     """Process entry point (``multiprocessing.Process(target=...)``).
 
     Args:
         args: the settings.
         stop: a ``multiprocessing.Event``; once set, the learner publishes and exits.
         attempts: a ``multiprocessing.Value('i')`` counting run_step calls that claimed groups.
+        wanted: a ``multiprocessing.Value('i')`` counting groups the refill asked for (None: not shared).
     """
     report = Path(args.report_dir)
     report.mkdir(parents=True, exist_ok=True)
@@ -56,10 +58,21 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any) -> None:
         import torch
 
         torch.set_num_threads(args.n_threads)
-    asyncio.run(_learn(args, stop, attempts))
+    asyncio.run(_learn(args, stop, attempts, wanted))
 
 
-async def _learn(args: WorkerArgs, stop: Any, attempts: Any) -> None:
+def _counter(value: Any) -> Any:
+    """A callback adding its argument to a shared ``multiprocessing.Value`` (None: no callback)."""
+    if value is None:
+        return None
+
+    def add(n: int) -> None:
+        with value.get_lock():
+            value.value += n
+    return add
+
+
+async def _learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None) -> None:
     from gymfleet.orchestrator.store import TrajectoryStore
     from gymfleet.trainer.bucket import AdapterBucket
     from gymfleet.trainer.learner import Learner, LearnerConfig
@@ -69,7 +82,8 @@ async def _learn(args: WorkerArgs, stop: Any, attempts: Any) -> None:
     async with await TrajectoryStore.open(args.store_url) as store:
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
         released = await source.release_own_claims(CLAIMER)
-        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER)
+        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER,
+                          on_refill=_counter(wanted))
         resumed = await learner.resume()
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,

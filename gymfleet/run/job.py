@@ -66,6 +66,8 @@ class _Job:
         ctx = mp.get_context("spawn")
         self.stop = ctx.Event()
         self.attempts = ctx.Value("i", 0)
+        self.wanted = ctx.Value("i", 0)
+        """Groups the learner's refill asked for beyond a step's first claim (sync mode starts them)."""
         self.proc: Any = None
         self.ctx = ctx
         self.learner_step = 0
@@ -85,7 +87,7 @@ class _Job:
             # Every step trains a whole step's worth of groups, in both modes (same batch size).
             min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
         )
-        self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts),
+        self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts, self.wanted),
                                      name="gymfleet-learner")
         self.proc.start()
 
@@ -131,9 +133,12 @@ class _Job:
         while self.learner_alive() and not runner.done() and not self.over_wall_budget():
             if limit is not None and self.learner_step >= limit:
                 break
-            before = self.attempts.value
+            before, granted = self.attempts.value, self.wanted.value
             scheduler.add_group_budget(self.cfg.learner.groups_per_step)
             while self.attempts.value == before and self.learner_alive() and not runner.done():
+                if self.wanted.value > granted:  # zero-variance groups to replace (dynamic sampling)
+                    scheduler.add_group_budget(self.wanted.value - granted)
+                    granted = self.wanted.value
                 await asyncio.sleep(SAMPLE_S)
             await self.hot_load(gateway)
         self.stop.set()
@@ -184,6 +189,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     job.timeline.wall_s = time.monotonic() - job.t0
     report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
     report["learner_exitcode"] = exitcode
+    report["dynamic_sampling"] = cfg.learner.dynamic_sampling.model_dump(mode="json")
     report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
     if failure is not None:
         report["run_status"], report["error"] = "failed", f"{type(failure).__name__}: {failure}"
