@@ -24,7 +24,7 @@ from gymfleet.core.strict import StrictModel, unknown_key_message, validation_pr
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.trainer import LearnerConfig
 
-TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads")
+TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads", "adapter_load")
 
 
 class BudgetConfig(StrictModel):
@@ -40,6 +40,23 @@ class BudgetConfig(StrictModel):
         if self.max_steps is None and self.max_wall_s is None:
             raise ValueError("set budget.max_steps or budget.max_wall_s (or both)")
         return self
+
+
+class AdapterLoadConfig(StrictModel):
+    """How the job hot-loads each published adapter version into the engines.
+
+    A version that fails every attempt is skipped: the engines keep serving the previous one,
+    rollouts keep being stamped with the version they actually sampled, the report lists the
+    failure, and the next published version is tried.
+    """
+
+    attempts: int = Field(2, ge=1)
+    """Tries per version (1: no retry)."""
+    retry_wait_s: float = Field(5.0, ge=0)
+    """Seconds between two tries."""
+    timeout_s: float | None = Field(300.0, gt=0)
+    """Limit of one try in seconds, whatever the gateway does (the router's own per-replica limit is
+    ``policy.router.adapter_timeout_s``); None: the gateway's limit only."""
 
 
 class TrainConfig(StrictModel):
@@ -61,6 +78,8 @@ class TrainConfig(StrictModel):
 
     learner_threads: int | None = Field(None, ge=1)
     """torch threads of the learner process; None keeps torch's default."""
+    adapter_load: AdapterLoadConfig = Field(default_factory=AdapterLoadConfig)
+    """Retries of an adapter hot-load that fails or times out, before the version is skipped."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

@@ -6,7 +6,9 @@ process's event loop; the learner runs in its own
 process (:mod:`gymfleet.trainer.worker`, multiprocessing spawn) so it never blocks the loop. A
 watcher polls the bucket and hot-loads each new adapter version into the engines (the router's
 broadcast) and the gateway's policy version; rollouts started afterwards use it, and each
-generation is stamped with its version.
+generation is stamped with its version. A load that fails or times out is retried
+(``adapter_load``); a version that fails every try is skipped, the engines keep serving the
+previous one, the report lists it, and the run goes on.
 
 * ``async``: generation never waits for training except through the staleness gate.
 * ``sync`` (baseline): let exactly ``groups_per_step`` groups start, wait until the learner has
@@ -20,6 +22,7 @@ same command resumes from the bucket.
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing as mp
 import time
 from dataclasses import dataclass
@@ -27,17 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from gymfleet.core.errors import GymfleetError, TrainError
+from gymfleet.core.errors import GymfleetError, InferenceError, TrainError
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
-from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
+from gymfleet.run.report import AdapterLoad, AdapterLoadFailure, GenerationTimeline, build_report, write_report
 from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
 SAMPLE_S = 0.05
 LEARNER_EXIT_WAIT_S = 600.0
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,6 +80,8 @@ class _Job:
         self.signalled = False
         self.started = False
         """True once the run is composed (store, policy, envs): from then on a failure is reported."""
+        self.skipped_versions: set[int] = set()
+        """Adapter versions that failed every load try: never tried again (a newer one is)."""
 
     def over_wall_budget(self) -> bool:
         limit = self.cfg.budget.max_wall_s
@@ -92,17 +100,48 @@ class _Job:
         self.proc.start()
 
     async def hot_load(self, gateway: Any) -> None:
+        """Loads the bucket's newest version into the engines, retried per ``adapter_load``.
+
+        A version that fails every try (InferenceError, e.g. AdapterPublishError from replicas
+        that time out, or this job's own ``timeout_s``) is skipped: the gateway keeps serving
+        the previous version, so rollouts stay stamped with the version they sampled.
+        """
         latest = await asyncio.to_thread(self.bucket.latest)
-        if latest is None or latest.version <= gateway.policy_version:
+        if latest is None or latest.version <= gateway.policy_version or latest.version in self.skipped_versions:
             return
         self.learner_step = int(latest.meta.get("step", 0))
         path = latest.url
         if not Path(path).exists():  # a remote bucket: engines read a local copy
             path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, Path(self.cfg.report_dir) / "adapters"))
+        opts = self.cfg.adapter_load
         t0 = time.monotonic()
-        await gateway.publish_adapter(latest.version, path)
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(opts.attempts), wait=wait_fixed(opts.retry_wait_s), reraise=True,
+                retry=retry_if_exception_type((InferenceError, TimeoutError)),
+                before_sleep=lambda state: log.warning("loading adapter v%d failed (try %d of %d): %s; retrying",
+                                                       latest.version, state.attempt_number, opts.attempts,
+                                                       state.outcome.exception() if state.outcome else "?"),
+            ):
+                with attempt:
+                    t0 = time.monotonic()
+                    async with asyncio.timeout(opts.timeout_s):
+                        await gateway.publish_adapter(latest.version, path)
+        except (InferenceError, TimeoutError) as exc:
+            self._skip(latest.version, exc if str(exc) else TimeoutError(f"no answer within {opts.timeout_s} s"),
+                       gateway.policy_version)
+            return
         self.timeline.loads.append(AdapterLoad(time.time(), latest.version, time.monotonic() - t0))
         self.console.print(f"[green]policy v{latest.version}[/green] loaded (learner step {latest.meta.get('step')})")
+
+    def _skip(self, version: int, exc: BaseException, serving: int) -> None:
+        attempts = self.cfg.adapter_load.attempts
+        self.skipped_versions.add(version)
+        self.timeline.load_failures.append(AdapterLoadFailure(time.time(), version, attempts, f"{type(exc).__name__}: {exc}"))
+        log.warning("adapter v%d skipped after %d tries (%s); v%d keeps being served", version, attempts, exc, serving)
+        self.console.print(f"[yellow]policy v{version} skipped[/yellow] after {attempts} failed load(s) "
+                           f"({escape(f'{type(exc).__name__}: {exc}')}); v{serving} keeps being served, the run goes on "
+                           "(adapter_load.attempts / timeout_s, policy.router.adapter_timeout_s)")
 
     async def sample_idle(self, scheduler: Scheduler) -> None:
         while True:
@@ -164,12 +203,14 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
         progress_every_s: seconds between plain progress lines (default 10).
 
-    A run that started but cannot go on (a GymfleetError: every replica refuses the new adapter,
-    the store fails) still writes its report, with ``run_status: failed`` and ``error`` saying why.
+    An adapter version the engines do not load (after ``adapter_load.attempts`` tries) is skipped
+    and the run goes on (the report's ``adapter_load_failures``). A run that started but cannot go
+    on (a GymfleetError: the store fails) still writes its report, with ``run_status: failed`` and
+    ``error`` saying why.
 
     Raises:
         TrainError: the run stopped on a GymfleetError (a task's env or instances, the policy,
-            the store, an adapter nobody loads); the message names the cause and the report.
+            the store); the message names the cause and the report.
     """
     console = console or Console(stderr=True)
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(

@@ -29,6 +29,16 @@ class AdapterLoad:
 
 
 @dataclass
+class AdapterLoadFailure:
+    """An adapter version no engine took after every try: skipped, the previous one kept."""
+
+    t: float
+    version: int
+    attempts: int
+    error: str
+
+
+@dataclass
 class GenerationTimeline:
     """What the orchestrator side measured during a training job.
 
@@ -38,6 +48,7 @@ class GenerationTimeline:
         generation_idle_s: seconds with no rollout in flight (waiting for the learner or the gate).
         staleness_paused_s: seconds the staleness gate held admission closed.
         loads: adapter versions hot-loaded.
+        load_failures: adapter versions skipped because every try to load them failed.
         left_out: tasks left out because their service is missing, with why.
     """
 
@@ -46,6 +57,7 @@ class GenerationTimeline:
     generation_idle_s: float = 0.0
     staleness_paused_s: float = 0.0
     loads: list[AdapterLoad] = field(default_factory=list)
+    load_failures: list[AdapterLoadFailure] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
 
 
@@ -92,6 +104,8 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
         "tokens_masked": sum(r["masked_fraction"] * r["n_tokens"] for r in steps),
         "reward_by_task": {task: [{"t_s": t, "reward": v} for t, v in pts] for task, pts in rewards.items()},
         "adapter_loads": [asdict(ld) | {"t": ld.t - timeline.started_at} for ld in timeline.loads],
+        "adapter_load_failures": [asdict(f) | {"t": f.t - timeline.started_at} for f in timeline.load_failures],
+        "served_version": max([ld.version for ld in timeline.loads] + [0]),
         "tasks_left_out": timeline.left_out,
         "steps": [{k: r[k] for k in ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens",
                                      "n_groups", "mean_reward", "idle_s", "duration_s", "published_version",
