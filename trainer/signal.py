@@ -43,9 +43,9 @@ class DynamicSamplingConfig(StrictModel):
     """Keep claiming groups until the step holds ``groups_per_step`` groups with reward variance;
     zero-variance groups are acknowledged untrained. False: every repaired group is trained (the
     zero-variance ones are still counted)."""
-    max_extra_claims: int = Field(16, ge=0)
+    max_extra_claims: int = Field(default=16, ge=0)
     """Most claims beyond the step's first that returned groups; then the step trains on what it has."""
-    max_wait_s: float = Field(60.0, ge=0)
+    max_wait_s: float = Field(default=60.0, ge=0)
     """Most seconds one step spends refilling (waiting for groups to complete); then it trains on
     what it has."""
 

@@ -38,6 +38,7 @@ class WorkerArgs:
     min_groups: int
     """Claims smaller than this are released (sync mode: a whole step's worth)."""
     n_threads: int | None = None
+    """torch intra-op threads of this process (None: torch's default, every core)."""
 
 
 def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None) -> None:
@@ -90,7 +91,7 @@ async def _learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None)
                  learner.version, released)
         with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
-                         "resumed": resumed, "released_claims": released})
+                         "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads()})
             idle_s = 0.0
             while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
                 t0 = time.monotonic()
@@ -110,6 +111,12 @@ async def _learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None)
                 _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
             _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
                          "idle_s": idle_s})
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _write(out: Any, row: dict[str, Any]) -> None:

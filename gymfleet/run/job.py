@@ -34,11 +34,13 @@ from rich.markup import escape
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from gymfleet.core.errors import GymfleetError, InferenceError, TrainError
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.report import AdapterLoad, AdapterLoadFailure, GenerationTimeline, build_report, write_report
+from gymfleet.run.threads import usable_cpus
 from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
 SAMPLE_S = 0.05
@@ -231,6 +233,9 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
     report["learner_exitcode"] = exitcode
     report["dynamic_sampling"] = cfg.learner.dynamic_sampling.model_dump(mode="json")
+    report["torch_threads"] = {
+        "cpus": usable_cpus(), "learner": report.pop("learner_torch_threads") or cfg.learner_threads,
+        "engines": {e.name: e.n_threads for e in cfg.run.policy.engines if isinstance(e, TransformersEngineConfig)}}
     report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
     if failure is not None:
         report["run_status"], report["error"] = "failed", f"{type(failure).__name__}: {failure}"

@@ -26,6 +26,7 @@ async def test_a_run_whose_adapter_loads_time_out_goes_on_and_writes_its_report(
     assert outcome.learner_exitcode == 0 and report["run_status"] == "completed (budget)"
     assert report["last_step"] == 2 and (tmp_path / "report" / "report.json").is_file()
     assert report["adapter_loads"] == [] and report["served_version"] == 0
+    assert report["torch_threads"]["learner"] == 1  # measured in the learner process (learner_threads: 1)
     failures = report["adapter_load_failures"]
     assert failures and {f["version"] for f in failures} <= {1, 2}
     for failure in failures:
