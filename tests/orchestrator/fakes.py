@@ -97,6 +97,11 @@ class ScriptedGateway:
     def policy_version(self) -> int:
         return self.version
 
+    async def publish_adapter(self, version: int, path: str) -> str:
+        """Serves ``version`` to later turns at once (nothing is loaded: the replies are scripted)."""
+        self.version = version
+        return f"run-v{version:06d}"
+
 
 class AdapterRefusingGateway(ScriptedGateway):
     """A gateway whose every replica fails to load any adapter (as replicas that time out would)."""
