@@ -163,6 +163,7 @@ def test_an_adapter_every_replica_refuses_is_skipped_and_the_run_goes_on_to_its_
     assert done.returncode == 0, (done.stdout, done.stderr)
     said = " ".join(done.stderr.split())  # rich wraps long lines
     assert "skipped" in said and "v0 keeps being served, the run goes on" in said, done.stderr
+    assert "adapter versions not loaded: v1" in said and "(engines serve v0)" in said, done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["run_status"] == "completed (budget)" and report["adapter_loads"] == []
     assert report["adapter_load_failures"]
