@@ -163,10 +163,12 @@ class Learner:
         claimer: a name for this learner's claims.
         on_refill: called with the number of groups a step still lacks before each refill claim
             (the sync job lets that many more groups start).
+        should_stop: True once the learner is asked to stop (a step's refill then ends at once).
     """
 
     def __init__(self, config: LearnerConfig, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner",
-                 on_refill: Callable[[int], None] | None = None) -> None:
+                 on_refill: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
+                 ) -> None:
         from peft import LoraConfig, get_peft_model
 
         self.config = config
@@ -174,7 +176,7 @@ class Learner:
         self.bucket = bucket
         self.claimer = claimer
         self.claims = StepClaimer(source, claimer, config.groups_per_step, config.claim_lease_s,
-                                  config.dynamic_sampling, on_refill)
+                                  config.dynamic_sampling, on_refill, should_stop)
         torch.manual_seed(0)
         base = load_causal_lm(config.model)
         lora = LoraConfig(

@@ -105,6 +105,8 @@ class StepClaimer:
         config: the refill bound (and whether to refill at all).
         on_refill: called with the number of groups still missing before each refill claim (the
             sync driver lets that many more groups start); None: nobody listens.
+        should_stop: True once the learner was asked to stop: the refill ends at once (the step
+            trains what it has) instead of waiting for groups generation no longer makes.
     """
 
     source: GroupSource
@@ -113,6 +115,7 @@ class StepClaimer:
     lease_s: float
     config: DynamicSamplingConfig = field(default_factory=lambda: DynamicSamplingConfig())
     on_refill: Callable[[int], None] | None = None
+    should_stop: Callable[[], bool] | None = None
 
     async def claim_step(self, learner_version: int, max_staleness: int) -> StepGroups | None:
         """The step's groups: one claim, then refill claims while groups with variance are missing.
@@ -132,7 +135,8 @@ class StepClaimer:
         deadline = time.monotonic() + self.config.max_wait_s
         asked = 0
         while (self.config.enabled and len(out.trained) < self.groups_per_step
-               and out.n_extra_claims < self.config.max_extra_claims and time.monotonic() < deadline):
+               and out.n_extra_claims < self.config.max_extra_claims and time.monotonic() < deadline
+               and not (self.should_stop is not None and self.should_stop())):
             missing = self.groups_per_step - len(out.trained)
             if self.on_refill is not None and missing > asked:
                 self.on_refill(missing - asked)

@@ -84,7 +84,7 @@ async def _learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None)
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
         released = await source.release_own_claims(CLAIMER)
         learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER,
-                          on_refill=_counter(wanted))
+                          on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,

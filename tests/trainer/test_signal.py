@@ -89,3 +89,15 @@ async def test_groups_repair_drops_are_refilled_too_and_reported_as_dropped(tmp_
         got = await _claimer(store, groups_per_step=1, max_wait_s=0.3).claim_step(FRESH + 10, FRESH)
         assert got is not None and got.dropped_ids == [_gid("v"), _gid("w")] and got.trained == []
         assert got.n_extra_claims == 1 and got.n_groups_short == 1 and got.filter.groups_dropped == 2
+
+
+async def test_a_stop_request_ends_the_refill_at_once(tmp_path: Path) -> None:
+    store = await _store(tmp_path, {"z": [1.0, 1.0], "v": [1.0, 0.0]})
+    async with store:
+        claimer = _claimer(store)
+        claimer.should_stop = lambda: True
+        t0 = time.monotonic()
+        got = await claimer.claim_step(FRESH, FRESH)
+        assert time.monotonic() - t0 < 5.0  # not the 60 s max_wait_s
+        assert got is not None and got.trained_ids == [_gid("v")] and got.n_extra_claims == 0
+        assert got.n_groups_short == 1
