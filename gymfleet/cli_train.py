@@ -51,7 +51,8 @@ def train_command(
     console.print(
         f"run {r['run_id']} ({r['mode']}): {r['run_status']}, {r['n_steps']} learner steps this start (last step {r['last_step']}), "
         f"policy v{r['final_version']}, {r['wall_s']:.0f} s; learner idle {r['learner_idle_fraction']:.0%}, "
-        f"generation idle {r['generation_idle_fraction']:.0%}",
+        f"generation idle {r['generation_idle_fraction']:.0%}; {r['zero_variance_groups']} zero-variance groups"
+        + _not_loaded(r),
         markup=False, highlight=False,
     )
     print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
@@ -60,3 +61,9 @@ def train_command(
             f"(exit code {outcome.learner_exitcode}, see learner.log in the report folder); "
             "run the same command again to resume from the bucket"))
         raise typer.Exit(3)
+
+
+def _not_loaded(report: dict) -> str:
+    """The summary's note on adapter versions the engines skipped (empty when none was)."""
+    skipped = [f"v{f['version']}" for f in report["adapter_load_failures"]]
+    return f"; adapter versions not loaded: {', '.join(skipped)} (engines serve v{report['served_version']})" if skipped else ""

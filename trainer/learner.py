@@ -1,7 +1,9 @@
 """The GRPO learner: claims complete groups, trains a LoRA adapter on them, publishes it.
 
 One step: claim ``groups_per_step`` groups from the store -> drop untrainable and stale samples,
-repair groups (:mod:`gymfleet.trainer.batch`) -> learner logprobs per micro-batch -> policy
+repair groups (:mod:`gymfleet.trainer.batch`) -> set aside the groups whose rewards are all equal
+and claim more until the step holds ``groups_per_step`` groups with variance (dynamic sampling,
+:mod:`gymfleet.trainer.signal`) -> learner logprobs per micro-batch -> policy
 loss (:mod:`gymfleet.trainer.loss`) -> backward -> optimiser step. Every ``publish_every``
 steps the adapter, the optimiser state and the ids of the groups consumed since the last
 publish are committed to the bucket, and only then are those groups acknowledged in the store.
@@ -17,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -26,11 +29,12 @@ from gymfleet.core.models import ModelSpec, load_causal_lm
 from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.core.strict import StrictModel
-from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate, repair_groups
+from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketError
 from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_learner_state
 from gymfleet.trainer.loss import LossConfig, policy_loss
+from gymfleet.trainer.signal import DynamicSamplingConfig, StepClaimer
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +75,10 @@ class LearnerConfig(StrictModel):
     learner's version minus the version that generated the sample's oldest token); staler
     samples are dropped. In a training config it is the run's ``max_staleness`` too."""
     groups_per_step: int = Field(4, ge=1)
-    """Groups per optimiser step."""
+    """Groups per optimiser step (groups with reward variance, when dynamic sampling is on)."""
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+    """Refill each step with groups whose rewards vary, as DAPO's dynamic sampling does
+    (arXiv:2503.14476, §3.2); zero-variance groups are acknowledged untrained and counted."""
     micro_batch_size: int = Field(4, ge=1)
     """Sequences per forward/backward pass."""
     max_tokens: int = Field(2048, ge=8)
@@ -113,6 +120,13 @@ class StepMetrics:
     published_version: int | None = None
     reward_by_task: dict[str, float] = field(default_factory=dict)
     """Mean reward of the trainable samples claimed this step, per task."""
+    n_zero_variance_groups: int = 0
+    """Groups claimed this step whose rewards were all equal (no gradient); with dynamic sampling
+    they were acknowledged untrained."""
+    n_extra_claims: int = 0
+    """Claims beyond the step's first that returned groups (the refill)."""
+    n_groups_short: int = 0
+    """Groups with variance the step lacked when the refill gave up (0: a full step)."""
 
 
 def sequence_logprobs(
@@ -147,15 +161,22 @@ class Learner:
         source: the store (complete groups).
         bucket: where adapters are published and resumed from.
         claimer: a name for this learner's claims.
+        on_refill: called with the number of groups a step still lacks before each refill claim
+            (the sync job lets that many more groups start).
+        should_stop: True once the learner is asked to stop (a step's refill then ends at once).
     """
 
-    def __init__(self, config: LearnerConfig, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner") -> None:
+    def __init__(self, config: LearnerConfig, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner",
+                 on_refill: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
+                 ) -> None:
         from peft import LoraConfig, get_peft_model
 
         self.config = config
         self.source = source
         self.bucket = bucket
         self.claimer = claimer
+        self.claims = StepClaimer(source, claimer, config.groups_per_step, config.claim_lease_s,
+                                  config.dynamic_sampling, on_refill, should_stop)
         torch.manual_seed(0)
         base = load_causal_lm(config.model)
         lora = LoraConfig(
@@ -253,23 +274,31 @@ class Learner:
         return out
 
     async def run_step(self) -> StepMetrics | None:
-        """Claims groups, trains one step and publishes when due. None when no group is ready."""
-        claimed = await self.source.claim_groups(self.config.groups_per_step, self.claimer, self.config.claim_lease_s)
-        if not claimed:
+        """Claims groups (refilling past zero-variance ones), trains one step and publishes when due.
+        None when no group is ready."""
+        got = await self.claims.claim_step(self.version, self.config.max_staleness)
+        if got is None:
             return None
         rewards: dict[str, list[float]] = {}
-        for c in claimed:
+        for c in got.claimed:
             for t in c.trajectories:
                 if t.status.trains:
                     rewards.setdefault(c.task or t.env_id, []).append(t.reward)
-        groups, stats = repair_groups([c.trajectories for c in claimed], self.version, self.config.max_staleness)
-        self._pending.extend(c.group_id for c in claimed)
-        if not groups:  # every group dropped: consumed all the same, nothing to train
-            metrics = StepMetrics(self.step, 0.0, 0.0, 1.0, 0.0, 0, 0, 0.0, filter=stats)
+        groups = got.trained
+        # dropped groups are consumed all the same (acked at the publish); skipped ones are acked already
+        self._pending.extend(got.trained_ids + got.dropped_ids)
+        if not groups:  # nothing left to train on
+            metrics = StepMetrics(self.step, 0.0, 0.0, 1.0, 0.0, 0, 0, 0.0, filter=got.filter)
         else:
             metrics = self.train_on(groups)
-            metrics.filter = stats
+            metrics.filter = got.filter
         metrics.reward_by_task = {k: sum(v) / len(v) for k, v in sorted(rewards.items())}
+        metrics.n_zero_variance_groups = len(got.zero_variance_ids)
+        metrics.n_extra_claims, metrics.n_groups_short = got.n_extra_claims, got.n_groups_short
+        log.info("step %d: %d groups trained, %d zero-variance (%s), %d dropped, %d extra claims, %d short",
+                 self.step, len(groups), len(got.zero_variance_ids),
+                 "skipped" if got.skipped_ids else "trained" if got.zero_variance_ids else "none",
+                 len(got.dropped_ids), got.n_extra_claims, got.n_groups_short)
         if groups and self.step % self.config.publish_every == 0:
             metrics.published_version = await self.publish()
         return metrics

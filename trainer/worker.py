@@ -1,9 +1,10 @@
 """The learner process: claims groups from the store, trains, publishes, logs each step as JSON.
 
 Started by :mod:`gymfleet.run.job` with ``multiprocessing`` (spawn), so that training never
-blocks the orchestrator's event loop. It shares three things with its parent: a stop event
+blocks the orchestrator's event loop. It shares four things with its parent: a stop event
 (finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
-on it), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
+on it), a counter of groups a step asked for beyond its first claim (dynamic sampling's refill:
+sync mode lets that many more groups start), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
 """
 
 from __future__ import annotations
@@ -38,15 +39,17 @@ class WorkerArgs:
     min_groups: int
     """Claims smaller than this are released (sync mode: a whole step's worth)."""
     n_threads: int | None = None
+    """torch intra-op threads of this process (None: torch's default, every core)."""
 
 
-def learner_process(args: WorkerArgs, stop: Any, attempts: Any) -> None:
+def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None) -> None:
     """Process entry point (``multiprocessing.Process(target=...)``).
 
     Args:
         args: the settings.
         stop: a ``multiprocessing.Event``; once set, the learner publishes and exits.
         attempts: a ``multiprocessing.Value('i')`` counting run_step calls that claimed groups.
+        wanted: a ``multiprocessing.Value('i')`` counting groups the refill asked for (None: not shared).
     """
     report = Path(args.report_dir)
     report.mkdir(parents=True, exist_ok=True)
@@ -57,10 +60,21 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any) -> None:
         import torch
 
         torch.set_num_threads(args.n_threads)
-    asyncio.run(learn(args, stop, attempts))
+    asyncio.run(learn(args, stop, attempts, wanted))
 
 
-async def learn(args: WorkerArgs, stop: Any, attempts: Any,
+def _counter(value: Any) -> Any:
+    """A callback adding its argument to a shared ``multiprocessing.Value`` (None: no callback)."""
+    if value is None:
+        return None
+
+    def add(n: int) -> None:
+        with value.get_lock():
+            value.value += n
+    return add
+
+
+async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
                 on_step: Callable[[dict[str, Any]], None] | None = None) -> None:
     """The learner's loop: resumes from the bucket, then claims, trains and publishes until
     ``args.max_steps`` or ``stop``; every step is a line of ``learner.jsonl``.
@@ -68,6 +82,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any,
     Args:
         stop: anything with ``is_set()`` (a ``multiprocessing.Event`` or ``threading.Event``).
         attempts: a ``multiprocessing.Value('i')`` counting steps that claimed groups.
+        wanted: a ``multiprocessing.Value('i')`` counting groups the refill asked for (None: not shared).
         on_step: called with each step's row (what ``learner.jsonl`` gets).
 
     Raises:
@@ -83,14 +98,15 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any,
     async with await TrajectoryStore.open(args.store_url) as store:
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
         released = await source.release_own_claims(CLAIMER)
-        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER)
+        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER,
+                          on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
                  learner.version, released)
         with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
-                         "resumed": resumed, "released_claims": released})
+                         "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads()})
             idle_s = 0.0
             while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
                 t0 = time.monotonic()
@@ -112,6 +128,12 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any,
                 _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
             _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
                          "idle_s": idle_s})
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _write(out: Any, row: dict[str, Any]) -> None:

@@ -22,9 +22,12 @@ from pydantic import Field, ValidationError, model_validator
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.run.threads import split_threads, usable_cpus
 from gymfleet.trainer import LearnerConfig
 
-TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads", "cluster")
+TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads",
+              "engine_threads", "adapter_load", "cluster")
 
 
 class BudgetConfig(StrictModel):
@@ -60,6 +63,23 @@ class ClusterConfig(StrictModel):
     """Restarts of a failed actor (Ray's ``max_restarts``); its ``run`` is retried after each."""
 
 
+class AdapterLoadConfig(StrictModel):
+    """How the job hot-loads each published adapter version into the engines.
+
+    A version that fails every attempt is skipped: the engines keep serving the previous one,
+    rollouts keep being stamped with the version they actually sampled, the report lists the
+    failure, and the next published version is tried.
+    """
+
+    attempts: int = Field(default=2, ge=1)
+    """Tries per version (1: no retry)."""
+    retry_wait_s: float = Field(default=5.0, ge=0)
+    """Seconds between two tries."""
+    timeout_s: float | None = Field(default=300.0, gt=0)
+    """Limit of one try in seconds, whatever the gateway does (the router's own per-replica limit is
+    ``policy.router.adapter_timeout_s``); None: the gateway's limit only."""
+
+
 class TrainConfig(StrictModel):
     """A whole training run."""
 
@@ -78,7 +98,14 @@ class TrainConfig(StrictModel):
     """Seconds between looks at the bucket for a new adapter version."""
 
     learner_threads: int | None = Field(None, ge=1)
-    """torch threads of the learner process; None keeps torch's default."""
+    """torch intra-op threads of the learner process; None: half the usable CPUs (at least 1).
+    Filled in when the config is read (:mod:`gymfleet.run.threads`)."""
+    engine_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads of the in-process engines (``kind: transformers``, including the
+    default embedded one) whose own ``n_threads`` is unset; None: the CPUs the learner leaves (at
+    least 1). Filled into each such engine when the config is read."""
+    adapter_load: AdapterLoadConfig = Field(default_factory=AdapterLoadConfig)
+    """Retries of an adapter hot-load that fails or times out, before the version is skipped."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     """Where the roles go with ``gymfleet train --cluster`` (unused on one machine)."""
 
@@ -100,7 +127,20 @@ class TrainConfig(StrictModel):
         self.run.max_staleness = self.learner.max_staleness
         # the start-up parity check scores replicas in the learner's own dtype
         self.run.policy.parity.dtype = self.learner.model.dtype
+        self._split_threads()
         return self
+
+    def _split_threads(self) -> None:
+        """Sets the learner's and the in-process engines' torch threads on purpose (not torch's
+        default of every core in both processes)."""
+        plan = split_threads(usable_cpus(), self.learner_threads, self.engine_threads)
+        self.learner_threads, self.engine_threads = plan.learner, plan.engine
+        policy = self.run.policy
+        if policy.kind == "embedded" and not policy.engines:  # the builder's default: one in-process engine
+            policy.engines = [TransformersEngineConfig(name="local-0", source=policy.model)]
+        policy.engines = [e.model_copy(update={"n_threads": plan.engine})
+                          if isinstance(e, TransformersEngineConfig) and e.n_threads is None else e
+                          for e in policy.engines]
 
 
 _SOURCE = {"model": "policy.model", "temperature": "tasks[].sampling.temperature",

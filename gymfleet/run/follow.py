@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Protocol
 
 from rich.console import Console
+from rich.markup import escape
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from gymfleet.core.errors import GymfleetError
-from gymfleet.run.report import AdapterLoad
+from gymfleet.core.errors import GymfleetError, InferenceError
+from gymfleet.run.config import AdapterLoadConfig
+from gymfleet.run.report import AdapterLoad, AdapterLoadFailure
 from gymfleet.trainer import Bucket
 
 log = logging.getLogger(__name__)
@@ -36,43 +39,79 @@ class AdapterGateway(Protocol):
 class BucketFollower:
     """Hot-loads a bucket's newest committed version when it is newer than the gateway's.
 
+    A load that fails (an ``InferenceError`` such as ``AdapterPublishError`` from replicas that
+    refuse or time out, or ``retries.timeout_s``) is tried ``retries.attempts`` times
+    (tenacity), then the version is skipped for good: the gateway keeps serving the previous one,
+    so rollouts stay stamped with the version they sampled, and the next published version is
+    tried.
+
     Attributes:
         bucket: where the learner publishes.
         local_dir: where versions of a remote bucket are copied for the engines to read.
+        retries: tries per version, the wait between them and the limit of one try.
         loads: every load done, with its duration (seconds).
-        step: the learner step of the newest version loaded (its ``meta.json``), 0 before any.
+        failures: every version skipped, with why.
+        step: the learner step of the newest version seen (its ``meta.json``), 0 before any.
     """
 
     bucket: Bucket
     local_dir: Path
     console: Console | None = None
+    retries: AdapterLoadConfig = field(default_factory=AdapterLoadConfig)
     loads: list[AdapterLoad] = field(default_factory=list)
+    failures: list[AdapterLoadFailure] = field(default_factory=list)
     step: int = 0
+    skipped: set[int] = field(default_factory=set)
 
     async def load_newest(self, gateway: AdapterGateway) -> AdapterLoad | None:
         """Loads the newest committed version if the gateway serves an older one.
 
         Returns:
-            The load, or None when there was nothing newer.
+            The load, or None when there was nothing newer or it was skipped.
 
         Raises:
-            AdapterPublishError: a replica failed to load it (the previous version stays served).
             BucketError: the version vanished or does not match its manifest while copied.
         """
         latest = await asyncio.to_thread(self.bucket.latest)
-        if latest is None or latest.version <= gateway.policy_version:
+        if latest is None or latest.version <= gateway.policy_version or latest.version in self.skipped:
             return None
+        self.step = int(latest.meta.get("step", 0))
         path = latest.url
         if not Path(path).exists():  # a remote bucket: engines read a local copy
             path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, self.local_dir))
+        opts = self.retries
         t0 = time.monotonic()
-        await gateway.publish_adapter(latest.version, path)
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(opts.attempts), wait=wait_fixed(opts.retry_wait_s), reraise=True,
+                retry=retry_if_exception_type((InferenceError, TimeoutError)),
+                before_sleep=lambda state: log.warning("loading adapter v%d failed (try %d of %d): %s; retrying",
+                                                       latest.version, state.attempt_number, opts.attempts,
+                                                       state.outcome.exception() if state.outcome else "?"),
+            ):
+                with attempt:
+                    t0 = time.monotonic()
+                    async with asyncio.timeout(opts.timeout_s):
+                        await gateway.publish_adapter(latest.version, path)
+        except (InferenceError, TimeoutError) as exc:
+            self._skip(latest.version, exc if str(exc) else TimeoutError(f"no answer within {opts.timeout_s} s"),
+                       gateway.policy_version)
+            return None
         load = AdapterLoad(time.time(), latest.version, time.monotonic() - t0)
         self.loads.append(load)
-        self.step = int(latest.meta.get("step", 0))
         if self.console is not None:
             self.console.print(f"[green]policy v{latest.version}[/green] loaded (learner step {self.step})")
         return load
+
+    def _skip(self, version: int, exc: BaseException, serving: int) -> None:
+        attempts = self.retries.attempts
+        self.skipped.add(version)
+        self.failures.append(AdapterLoadFailure(time.time(), version, attempts, f"{type(exc).__name__}: {exc}"))
+        log.warning("adapter v%d skipped after %d tries (%s); v%d keeps being served", version, attempts, exc, serving)
+        if self.console is not None:
+            self.console.print(f"[yellow]policy v{version} skipped[/yellow] after {attempts} failed load(s) "
+                               f"({escape(f'{type(exc).__name__}: {exc}')}); v{serving} keeps being served, the run "
+                               "goes on (adapter_load.attempts / timeout_s, policy.router.adapter_timeout_s)")
 
     async def follow(self, gateway: AdapterGateway, interval_s: float) -> None:
         """Looks every ``interval_s`` seconds and loads each new version, until cancelled. A

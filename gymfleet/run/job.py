@@ -6,7 +6,9 @@ process's event loop; the learner runs in its own
 process (:mod:`gymfleet.trainer.worker`, multiprocessing spawn) so it never blocks the loop. A
 watcher polls the bucket and hot-loads each new adapter version into the engines (the router's
 broadcast) and the gateway's policy version; rollouts started afterwards use it, and each
-generation is stamped with its version.
+generation is stamped with its version. A load that fails or times out is retried
+(``adapter_load``); a version that fails every try is skipped, the engines keep serving the
+previous one, the report lists it, and the run goes on.
 
 * ``async``: generation never waits for training except through the staleness gate.
 * ``sync`` (baseline): let exactly ``groups_per_step`` groups start, wait until the learner has
@@ -29,12 +31,14 @@ from typing import Any
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError, TrainError
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
 from gymfleet.run.report import GenerationTimeline, build_report, write_report
+from gymfleet.run.threads import usable_cpus
 from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
 SAMPLE_S = 0.05
@@ -64,11 +68,14 @@ class _Job:
         self.bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
         self.timeline = GenerationTimeline(started_at=time.time())
         self.follower = BucketFollower(self.bucket, Path(cfg.report_dir) / "adapters", console,
-                                       loads=self.timeline.loads)
+                                       retries=cfg.adapter_load, loads=self.timeline.loads,
+                                       failures=self.timeline.load_failures)
         self.t0 = time.monotonic()
         ctx = mp.get_context("spawn")
         self.stop = ctx.Event()
         self.attempts = ctx.Value("i", 0)
+        self.wanted = ctx.Value("i", 0)
+        """Groups the learner's refill asked for beyond a step's first claim (sync mode starts them)."""
         self.proc: Any = None
         self.ctx = ctx
         self.learner_step = 0
@@ -88,13 +95,16 @@ class _Job:
             # Every step trains a whole step's worth of groups, in both modes (same batch size).
             min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
         )
-        self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts),
+        self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts, self.wanted),
                                      name="gymfleet-learner")
         self.proc.start()
 
     async def hot_load(self, gateway: Any) -> None:
-        if await self.follower.load_newest(gateway) is not None:
-            self.learner_step = self.follower.step
+        """Loads the bucket's newest version (:class:`BucketFollower`: retried, or skipped with
+        the previous version kept); the learner's step is the newest version's, loaded or not."""
+        await self.follower.load_newest(gateway)
+        self.learner_step = max(self.learner_step, self.follower.step)
+
 
     async def sample_idle(self, scheduler: Scheduler) -> None:
         while True:
@@ -125,9 +135,12 @@ class _Job:
         while self.learner_alive() and not runner.done() and not self.over_wall_budget():
             if limit is not None and self.learner_step >= limit:
                 break
-            before = self.attempts.value
+            before, granted = self.attempts.value, self.wanted.value
             scheduler.add_group_budget(self.cfg.learner.groups_per_step)
             while self.attempts.value == before and self.learner_alive() and not runner.done():
+                if self.wanted.value > granted:  # zero-variance groups to replace (dynamic sampling)
+                    scheduler.add_group_budget(self.wanted.value - granted)
+                    granted = self.wanted.value
                 await asyncio.sleep(SAMPLE_S)
             await self.hot_load(gateway)
         self.stop.set()
@@ -153,12 +166,14 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
         live: True: a rich live table; False: plain progress lines; None: live on a terminal.
         progress_every_s: seconds between plain progress lines (default 10).
 
-    A run that started but cannot go on (a GymfleetError: every replica refuses the new adapter,
-    the store fails) still writes its report, with ``run_status: failed`` and ``error`` saying why.
+    An adapter version the engines do not load (after ``adapter_load.attempts`` tries) is skipped
+    and the run goes on (the report's ``adapter_load_failures``). A run that started but cannot go
+    on (a GymfleetError: the store fails) still writes its report, with ``run_status: failed`` and
+    ``error`` saying why.
 
     Raises:
         TrainError: the run stopped on a GymfleetError (a task's env or instances, the policy,
-            the store, an adapter nobody loads); the message names the cause and the report.
+            the store); the message names the cause and the report.
     """
     console = console or Console(stderr=True)
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
@@ -178,6 +193,10 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     job.timeline.wall_s = time.monotonic() - job.t0
     report = build_report(Path(cfg.report_dir), cfg.mode, job.timeline, cfg.run.run_id)
     report["learner_exitcode"] = exitcode
+    report["dynamic_sampling"] = cfg.learner.dynamic_sampling.model_dump(mode="json")
+    report["torch_threads"] = {
+        "cpus": usable_cpus(), "learner": report.pop("learner_torch_threads") or cfg.learner_threads,
+        "engines": {e.name: e.n_threads for e in cfg.run.policy.engines if isinstance(e, TransformersEngineConfig)}}
     report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
     if failure is not None:
         report["run_status"], report["error"] = "failed", f"{type(failure).__name__}: {failure}"

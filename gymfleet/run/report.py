@@ -29,6 +29,16 @@ class AdapterLoad:
 
 
 @dataclass
+class AdapterLoadFailure:
+    """An adapter version no engine took after every try: skipped, the previous one kept."""
+
+    t: float
+    version: int
+    attempts: int
+    error: str
+
+
+@dataclass
 class GenerationTimeline:
     """What the orchestrator side measured during a training job.
 
@@ -38,6 +48,7 @@ class GenerationTimeline:
         generation_idle_s: seconds with no rollout in flight (waiting for the learner or the gate).
         staleness_paused_s: seconds the staleness gate held admission closed.
         loads: adapter versions hot-loaded.
+        load_failures: adapter versions skipped because every try to load them failed.
         left_out: tasks left out because their service is missing, with why.
     """
 
@@ -46,6 +57,7 @@ class GenerationTimeline:
     generation_idle_s: float = 0.0
     staleness_paused_s: float = 0.0
     loads: list[AdapterLoad] = field(default_factory=list)
+    load_failures: list[AdapterLoadFailure] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
 
 
@@ -84,13 +96,23 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
         "staleness_paused_s": timeline.staleness_paused_s,
         "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
         "tokens_trained": n_tokens,
+        # groups whose rewards were all equal carry no gradient (skipped and refilled when
+        # learner.dynamic_sampling is on); logs from before these fields count as 0
+        "zero_variance_groups": sum(r.get("n_zero_variance_groups", 0) for r in steps),
+        "refill_extra_claims": sum(r.get("n_extra_claims", 0) for r in steps),
+        "steps_short": sum(1 for r in steps if r.get("n_groups_short", 0) > 0),
         "tokens_masked": sum(r["masked_fraction"] * r["n_tokens"] for r in steps),
         "reward_by_task": {task: [{"t_s": t, "reward": v} for t, v in pts] for task, pts in rewards.items()},
         "adapter_loads": [asdict(ld) | {"t": ld.t - timeline.started_at} for ld in timeline.loads],
+        "adapter_load_failures": [asdict(f) | {"t": f.t - timeline.started_at} for f in timeline.load_failures],
+        "served_version": max([ld.version for ld in timeline.loads] + [0]),
         "tasks_left_out": timeline.left_out,
+        "learner_torch_threads": next((r.get("torch_threads") for r in reversed(rows) if r["event"] == "start"), None),
         "steps": [{k: r[k] for k in ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens",
                                      "n_groups", "mean_reward", "idle_s", "duration_s", "published_version",
-                                     "reward_by_task", "version")} | {"filter": r["filter"]} for r in steps],
+                                     "reward_by_task", "version")} | {"filter": r["filter"]}
+                  | {k: r.get(k, 0) for k in ("n_zero_variance_groups", "n_extra_claims", "n_groups_short")}
+                  for r in steps],
     }
 
 

@@ -24,7 +24,10 @@ def tiny_train_config(tmp_path: Path, run_id: str, **train: Any) -> Path:
         "max_in_flight": 4,
         "learner_threads": 1,
         "budget": {"max_steps": 2},
-        "learner": {"lora_rank": 1, "groups_per_step": 2, "micro_batch_size": 4, "max_tokens": 256},
+        # The untrained model almost never echoes the word: every group scores 0 and dynamic
+        # sampling would skip them all, so these plumbing runs train on zero-variance groups.
+        "learner": {"lora_rank": 1, "groups_per_step": 2, "micro_batch_size": 4, "max_tokens": 256,
+                    "dynamic_sampling": {"enabled": False}},
         "tasks": [{
             "name": "echo", "env_id": "tests.orchestrator.fakes:gymfleet-test/SlowEcho-v0",
             "env_kwargs": {"n_instances": 8}, "group_size": 2, "max_turns": 1,

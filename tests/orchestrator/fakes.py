@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import gymnasium
@@ -96,6 +97,11 @@ class ScriptedGateway:
     def policy_version(self) -> int:
         return self.version
 
+    async def publish_adapter(self, version: int, path: str) -> str:
+        """Serves ``version`` to later turns at once (nothing is loaded: the replies are scripted)."""
+        self.version = version
+        return f"run-v{version:06d}"
+
 
 class AdapterRefusingGateway(ScriptedGateway):
     """A gateway whose every replica fails to load any adapter (as replicas that time out would)."""
@@ -109,6 +115,22 @@ class AdapterRefusingGateway(ScriptedGateway):
 def adapter_refusing_gateway() -> AdapterRefusingGateway:
     """The ``policy: {kind: import, factory: tests.orchestrator.fakes:adapter_refusing_gateway}`` builder."""
     return AdapterRefusingGateway(say_the_word)
+
+
+@asynccontextmanager
+async def hanging_adapter_gateway(adapter_timeout_s: float = 0.3) -> AsyncIterator[Any]:
+    """The ``policy: {kind: import, factory: tests.orchestrator.fakes:hanging_adapter_gateway}`` builder:
+    the real TITO gateway over the real router of one scripted replica whose adapter loads never
+    answer (a replica stuck loading), so every publish times out after ``adapter_timeout_s``."""
+    from gymfleet.core.models import load_tokenizer
+    from gymfleet.orchestrator.gateway import Gateway
+    from gymfleet.orchestrator.router import Router, RouterConfig
+    from tests.orchestrator.fake_engine import FakeEngine
+
+    engine = FakeEngine("stuck-0")
+    engine.hang_load = True
+    async with Router([engine], RouterConfig(adapter_timeout_s=adapter_timeout_s)) as router:
+        yield Gateway(load_tokenizer(), router)
 
 
 def echo_gateway(delay_s: float = 0.0) -> ScriptedGateway:

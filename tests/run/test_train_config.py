@@ -91,3 +91,17 @@ def test_report_json_and_pngs(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["tasks_left_out"] == {"swe": "no Docker"}
     for png in ("reward.png", "learner.png", "staleness.png", "idle.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_counts_zero_variance_groups_per_step_and_in_total(tmp_path: Path) -> None:
+    t0 = time.time()
+    base = {"event": "step", "loss": 0.1, "masked_fraction": 0.0, "mean_ratio": 1.0, "kl": 0.0, "n_tokens": 10,
+            "n_groups": 2, "mean_reward": 0.5, "idle_s": 0.0, "duration_s": 1.0, "published_version": None,
+            "reward_by_task": {}, "version": 0, "filter": {"staleness": []}}
+    steps = [base | {"t": t0 + 1, "step": 1, "n_zero_variance_groups": 3, "n_extra_claims": 2, "n_groups_short": 0},
+             base | {"t": t0 + 2, "step": 2, "n_zero_variance_groups": 5, "n_extra_claims": 4, "n_groups_short": 1},
+             base | {"t": t0 + 3, "step": 3}]  # a line written before these fields existed
+    (tmp_path / "learner.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n")
+    report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=5.0), "r")
+    assert report["zero_variance_groups"] == 8 and report["refill_extra_claims"] == 6 and report["steps_short"] == 1
+    assert [s["n_zero_variance_groups"] for s in report["steps"]] == [3, 5, 0]

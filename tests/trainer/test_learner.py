@@ -113,3 +113,24 @@ async def test_learning_moves_toward_rewarded_sample_and_resumes(tokenizer, tmp_
     assert source.claim_log.count("g0") == 1 and source.claim_log.count("g1") == 1
     assert source.acked == {"g0", "g1", "g2", "g3"}
     assert await restarted.run_step() is None
+
+
+async def test_a_zero_variance_group_is_counted_acked_untrained_and_the_step_refilled(tokenizer, tmp_path) -> None:
+    config = LearnerConfig(lora_rank=1, groups_per_step=1, micro_batch_size=2, publish_every=2,
+                           target_modules=["q_proj"])
+    prompt = "<|im_start|>user\nSay a colour.<|im_end|>\n<|im_start|>assistant\n"
+    source = MemoryGroupSource({})
+    learner = Learner(config, source, AdapterBucket(str(tmp_path / "bucket"), "run"))
+    source.groups = {  # "same" is claimed first: both samples earned 1, so its advantages are 0
+        gid: _with_behaviour_logprobs(learner.model, [_traj(tokenizer, gid, 0, prompt, "Blue.", 1.0),
+                                                      _traj(tokenizer, gid, 1, prompt, "Red.", r)])
+        for gid, r in (("same", 1.0), ("varied", 0.0))
+    }
+    m = await learner.run_step()
+    assert m is not None and m.step == 1 and m.n_groups == 1 and m.mean_reward == pytest.approx(0.5)
+    assert m.n_zero_variance_groups == 1 and m.n_extra_claims == 1 and m.n_groups_short == 0
+    # the zero-variance group is consumed at once (no gradient to publish first); the trained one
+    # waits for the publish
+    assert source.claim_log == ["same", "varied"] and source.acked == {"same"}
+    assert learner.pending_group_ids == ["varied"]
+    assert await learner.run_step() is None

@@ -1,0 +1,55 @@
+"""torch threads are set on purpose per process: the learner and the in-process engines split the
+usable CPUs unless configured, and the report says what the learner process ran with."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.run.config import load_train_config
+from gymfleet.run.report import GenerationTimeline, build_report
+from gymfleet.run.threads import ThreadPlan, split_threads, usable_cpus
+
+TASK = {"name": "a", "env_id": "gymfleet/Terminal-v0"}
+
+
+def _load(tmp_path: Path, doc: dict, overrides: list[str] | None = None):
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({"tasks": [TASK], **doc}))
+    return load_train_config(path, overrides)
+
+
+def test_unset_threads_split_the_cpus_between_learner_and_engines() -> None:
+    assert split_threads(2) == ThreadPlan(learner=1, engine=1)
+    assert split_threads(16) == ThreadPlan(learner=8, engine=8)
+    assert split_threads(1) == ThreadPlan(learner=1, engine=1)
+    assert split_threads(16, learner=4) == ThreadPlan(learner=4, engine=12)
+    assert split_threads(16, engine=2) == ThreadPlan(learner=8, engine=2)
+
+
+def test_the_default_embedded_engine_and_the_learner_get_threads_from_the_config(tmp_path: Path) -> None:
+    cfg = _load(tmp_path, {})
+    (engine,) = cfg.run.policy.engines
+    assert isinstance(engine, TransformersEngineConfig) and engine.name == "local-0"
+    assert cfg.learner_threads is not None and engine.n_threads is not None
+    assert (cfg.learner_threads, engine.n_threads) == tuple(vars(split_threads(usable_cpus())).values())
+
+    cfg = _load(tmp_path, {"learner_threads": 1, "engine_threads": 3,
+                           "policy": {"engines": [{"kind": "transformers"}, {"kind": "transformers", "n_threads": 2}]}})
+    assert cfg.learner_threads == 1 and [e.n_threads for e in cfg.run.policy.engines] == [3, 2]
+
+
+def test_an_import_gateway_gets_no_engine_but_the_learner_still_its_threads(tmp_path: Path) -> None:
+    cfg = _load(tmp_path, {"policy": {"kind": "import", "factory": "tests.orchestrator.fakes:echo_gateway"}})
+    assert cfg.run.policy.engines == [] and cfg.learner_threads is not None
+
+
+def test_the_report_holds_the_learner_processes_torch_threads(tmp_path: Path) -> None:
+    t0 = time.time()
+    (tmp_path / "learner.jsonl").write_text(json.dumps({"event": "start", "t": t0 + 1, "torch_threads": 3}) + "\n")
+    report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=2.0), "r")
+    assert report["learner_torch_threads"] == 3
