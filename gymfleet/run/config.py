@@ -2,7 +2,7 @@
 
 The file is a :class:`~gymfleet.orchestrator.config.RunConfig` (the collection, exactly as
 ``gymfleet collect`` reads it) plus the training keys ``learner``, ``bucket``, ``mode``,
-``budget``, ``report_dir`` and ``watch_interval_s``; ``KEY.PATH=VALUE`` overrides apply to the
+``budget``, ``report_dir``, ``watch_interval_s`` and ``warmstart``; ``KEY.PATH=VALUE`` overrides apply to the
 whole document. Tasks cycle over their instances for as long as the budget lasts unless they
 set ``passes`` themselves.
 
@@ -22,9 +22,9 @@ from pydantic import Field, ValidationError, model_validator
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
-from gymfleet.trainer import LearnerConfig
+from gymfleet.trainer import LearnerConfig, SFTConfig
 
-TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads")
+TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads", "warmstart")
 
 
 class BudgetConfig(StrictModel):
@@ -40,6 +40,21 @@ class BudgetConfig(StrictModel):
         if self.max_steps is None and self.max_wall_s is None:
             raise ValueError("set budget.max_steps or budget.max_wall_s (or both)")
         return self
+
+
+class WarmStartConfig(SFTConfig):
+    """The warm start from demonstrations (docs/train.md, Warm start): gold-policy episodes
+    recorded through the gateway, supervised training of the adapter on them, published as the
+    run's first version. Also ``epochs``, ``learning_rate``, ``batch_size`` and ``seed`` (the
+    supervised training's, documented on :class:`~gymfleet.trainer.SFTConfig`)."""
+
+    enabled: bool = False
+    """``gymfleet train`` runs the warm start before its learner starts (skipped when the bucket
+    already holds a version, i.e. on resume). ``gymfleet sft`` runs it whatever this says."""
+    episodes_per_instance: int = Field(1, ge=1)
+    """Gold episodes recorded per task instance."""
+    max_instances_per_task: int | None = Field(None, ge=1)
+    """Instances per task that get demonstrations (the first ones of the task's list); None: all."""
 
 
 class TrainConfig(StrictModel):
@@ -61,6 +76,8 @@ class TrainConfig(StrictModel):
 
     learner_threads: int | None = Field(None, ge=1)
     """torch threads of the learner process; None keeps torch's default."""
+    warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    """The warm start from demonstrations (``gymfleet sft``; before ``train`` when enabled)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
