@@ -25,6 +25,7 @@ from typing import Any
 
 from gymfleet.core.records import Generation, Message, SamplingParams, Trajectory
 from gymfleet.envs.base import Policy
+from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.errors import PolicyError
 from gymfleet.orchestrator.gateway import Gateway, GatewayConfig, Session
 
@@ -36,13 +37,13 @@ class TeacherForcingEngine:
     """An :class:`~gymfleet.orchestrator.protocols.Engine` that "generates" the text it was told to.
 
     Args:
-        tokenizer: the policy's tokenizer (a Hugging Face tokenizer with an EOS token).
+        template: the policy's chat template (its tokenisation and EOS token are used).
     """
 
     name = "teacher-forcing"
 
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
+    def __init__(self, template: ChatTemplate) -> None:
+        self.template = template
         self._next: dict[str, str] = {}
 
     def force(self, routing_key: str, text: str) -> None:
@@ -60,7 +61,7 @@ class TeacherForcingEngine:
         if text is None:
             raise PolicyError(f"no demonstration turn was forced for rollout {routing_key!r}: "
                               "call DemonstrationSession.generate, not the engine")
-        ids = [*self.tokenizer.encode(text, add_special_tokens=False), int(self.tokenizer.eos_token_id)]
+        ids = [*self.template.encode(text), self.template.eos_id]
         return Generation(ids, [0.0] * len(ids), "stop", adapter_version=DEMO_VERSION, replica=self.name,
                           n_prompt_tokens=len(prompt_ids))
 
@@ -120,7 +121,7 @@ class DemonstrationGateway:
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        self.engine = TeacherForcingEngine(tokenizer)
+        self.engine = TeacherForcingEngine(ChatTemplate(tokenizer))
         self.gateway = Gateway(tokenizer, self.engine, GatewayConfig(run_id="demonstrations"))
         self.template = self.gateway.template
         self._policies: dict[str, Policy] = {}

@@ -2,9 +2,9 @@
 
 The file is a :class:`~gymfleet.orchestrator.config.RunConfig` (the collection, exactly as
 ``gymfleet collect`` reads it) plus the training keys ``learner``, ``bucket``, ``mode``,
-``budget``, ``report_dir``, ``watch_interval_s`` and ``warmstart``; ``KEY.PATH=VALUE`` overrides apply to the
-whole document. Tasks cycle over their instances for as long as the budget lasts unless they
-set ``passes`` themselves.
+``budget``, ``report_dir``, ``watch_interval_s`` and ``warmstart``; ``KEY.PATH=VALUE``
+overrides apply to the whole document. Tasks cycle over their instances for as long as the
+budget lasts unless they set ``passes`` themselves.
 
 What the learner must share with the rollouts is taken from the run, and a different value set
 on the learner is refused: ``learner.model`` is ``policy.model`` (the model the engines serve),

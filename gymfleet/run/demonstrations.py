@@ -68,7 +68,9 @@ async def record_demonstrations(config: RunConfig, store: TrajectoryStore, token
     """
     gateway = DemonstrationGateway(tokenizer)
     out = DemoRecording(demo_run_id(config.run_id))
-    await store.start_run(out.run_id, {"demonstrations_of": config.run_id, "tasks": [t.name for t in config.tasks]})
+    await store.start_run(out.run_id, {"demonstrations_of": config.run_id, "tasks": [t.name for t in config.tasks],
+                                       "episodes_per_instance": episodes_per_instance,
+                                       "max_instances_per_task": max_instances_per_task})
     async with EnvResources.open(config.resources, run_id=out.run_id) as resources:
         config, out.left_out = runnable_tasks(config, resources)
         slots = asyncio.Semaphore(config.max_in_flight)

@@ -7,7 +7,8 @@ GRPO learns nothing from groups of equal rewards. The warm start records gold-po
 ``resume()`` then starts GRPO from it, and the engines serve it from the first rollout. Run by
 ``gymfleet sft CONFIG``, and by ``gymfleet train`` when ``warmstart.enabled`` (docs/train.md).
 
-Demonstrations already recorded for the run (a completed ``<run_id>.demos``) are reused.
+Demonstrations already recorded for the run (a completed ``<run_id>.demos`` holding solved
+episodes) are reused; otherwise they are recorded (again).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ async def _demonstrations(cfg: TrainConfig, console: Console) -> tuple[DemoRecor
         except RunNotFoundError:
             done = False
         recording = None
-        if not done:
+        if not (done and await load_demonstrations(store, run_id)):  # none, cut short, or none solved
             tokenizer = await asyncio.to_thread(load_tokenizer, cfg.run.policy.model)
             recording = await record_demonstrations(cfg.run, store, tokenizer, cfg.warmstart.episodes_per_instance,
                                                     cfg.warmstart.max_instances_per_task)
@@ -61,8 +62,9 @@ async def _demonstrations(cfg: TrainConfig, console: Console) -> tuple[DemoRecor
         demos = await load_demonstrations(store, run_id)
     if not demos:
         raise TrainError(
-            f"no solved demonstration in run {demo_run_id(run_id)} of {cfg.run.store}: the gold policies of the tasks "
-            f"did not earn reward (see `gymfleet runs show {demo_run_id(run_id)}`); fix the envs or their gold policies")
+            f"no solved demonstration in run {demo_run_id(run_id)} of {cfg.run.store}: the gold policies of "
+            f"the tasks did not earn reward (see `gymfleet runs show {demo_run_id(run_id)}`); fix the envs or "
+            "their gold policies")
     return recording, demos
 
 

@@ -90,3 +90,13 @@ def test_a_typo_in_the_warmstart_section_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["sft", str(config)])
     assert result.exit_code == 2 and "epochs" in result.output, result.output
 
+
+
+@pytest.mark.model
+def test_gold_policies_that_earn_nothing_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tiny_train_config(tmp_path, RUN_ID, warmstart=WARMSTART)
+    result = CliRunner().invoke(app, ["sft", str(config), "--set",
+                                      'tasks.0.env_id="tests.orchestrator.fakes:gymfleet-test/Buggy-v0"'])
+    assert result.exit_code == 2, result.output
+    assert "no solved demonstration in run ws.demos" in result.output and "gymfleet runs show ws.demos" in result.output
+    assert AdapterBucket(str(tmp_path / "bucket"), RUN_ID).versions() == []
