@@ -4,6 +4,7 @@ of the adapter on them, published as the run's first version (docs/train.md, War
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +20,8 @@ def sft_command(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
     ] = None,
+    store: Annotated[str | None, typer.Option(help="Store URL of the run (overrides the config's).")] = None,
+    bucket: Annotated[str | None, typer.Option(help="fsspec URL of the adapter bucket (overrides the config's).")] = None,
 ) -> None:
     """Records gold demonstrations of the config's tasks (warmstart.episodes_per_instance each),
     trains the LoRA adapter on them (warmstart.epochs) and publishes it as version 1 of the run's
@@ -27,7 +30,10 @@ def sft_command(
     from gymfleet.run.warmstart import run_warm_start
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    overrides = list(set_ or [])
+    overrides += [f"store={json.dumps(store)}"] if store else []
+    overrides += [f"bucket={json.dumps(bucket)}"] if bucket else []
+    cfg = load_train_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
     if cfg.learner_threads:
         import torch
 
