@@ -14,6 +14,7 @@ from gymfleet.cli_errors import GymfleetGroup
 from gymfleet.cli_eval import eval_app
 from gymfleet.cli_runs import runs_app
 from gymfleet.cli_serve import serve
+from gymfleet.cli_sft import sft_command
 from gymfleet.cli_images import images_app
 from gymfleet.cli_learn import learn_command
 from gymfleet.cli_sandbox import sandbox_app
@@ -30,6 +31,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(eval_app, name="eval")
 app.command("train")(train_command)
 app.command("learn")(learn_command)
+app.command("sft")(sft_command)
 
 if __name__ == "__main__":
     app()

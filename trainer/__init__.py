@@ -1,4 +1,5 @@
-"""The learner: GRPO loss, batching, the learner loop and its process, the adapter bucket.
+"""The learner: GRPO loss, batching, the learner loop and its process, the adapter bucket, the
+supervised warm start.
 
 It depends on :mod:`gymfleet.core` and the trajectory store only. Code outside this package
 imports the names below from ``gymfleet.trainer`` (loaded on first use, so that importing the
@@ -13,7 +14,8 @@ _EXPORTS = {
     "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors",
     "TrainError": ".errors", "GroupSource": ".learner", "Learner": ".learner", "LearnerConfig": ".learner",
     "StepMetrics": ".learner", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".worker",
-    "WorkerArgs": ".worker", "learn": ".worker", "learner_process": ".worker",
+    "WorkerArgs": ".worker", "learn": ".worker", "learner_process": ".worker", "SFTConfig": ".sft",
+    "SFTReport": ".sft", "warm_start": ".sft", "demonstration_loss": ".sft",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -157,3 +157,29 @@ def policy_loss(
         mean_ratio = float((ratio * mask).sum() / count)
         kl = float((((ratio - 1) - log_ratio) * mask).sum() / count)
     return LossOutput(loss, masked_fraction, mean_ratio, kl, n_tokens)
+
+
+def sft_loss(logp: torch.Tensor, loss_mask: torch.Tensor, n_tokens_total: int | None = None) -> torch.Tensor:
+    """Supervised cross-entropy (behaviour cloning) on the loss-mask tokens of demonstrations.
+
+    The mean negative log-likelihood per target token, in nats: ``-sum(mask * logp) / n``, the
+    maximum-likelihood objective of the language model (Radford et al. 2018, eq. 1) restricted to
+    the tokens the policy is to write. Normalised per token over the whole optimiser step, as
+    :func:`policy_loss`, so micro-batches passing ``n_tokens_total`` give the step's gradient.
+
+    Args:
+        logp: (B, T) learner logprobs of each token (temperature 1, no truncation), with gradient.
+        loss_mask: (B, T) 1 on the demonstrated (assistant) tokens, 0 elsewhere and on padding.
+        n_tokens_total: target tokens in the whole optimiser step; defaults to this batch's count.
+
+    Returns:
+        Scalar tensor (nats per token).
+
+    Raises:
+        ValueError: shapes disagree.
+    """
+    if logp.shape != loss_mask.shape:
+        raise ValueError(f"logp {tuple(logp.shape)} and loss_mask {tuple(loss_mask.shape)} must both be (B, T)")
+    mask = loss_mask.to(logp.dtype)
+    denom = float(max(n_tokens_total if n_tokens_total is not None else int(mask.sum().item()), 1))
+    return -(logp * mask).sum() / denom

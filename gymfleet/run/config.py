@@ -2,9 +2,9 @@
 
 The file is a :class:`~gymfleet.orchestrator.config.RunConfig` (the collection, exactly as
 ``gymfleet collect`` reads it) plus the training keys ``learner``, ``bucket``, ``mode``,
-``budget``, ``report_dir`` and ``watch_interval_s``; ``KEY.PATH=VALUE`` overrides apply to the
-whole document. Tasks cycle over their instances for as long as the budget lasts unless they
-set ``passes`` themselves.
+``budget``, ``report_dir``, ``watch_interval_s`` and ``warmstart``; ``KEY.PATH=VALUE``
+overrides apply to the whole document. Tasks cycle over their instances for as long as the
+budget lasts unless they set ``passes`` themselves.
 
 What the learner must share with the rollouts is taken from the run, and a different value set
 on the learner is refused: ``learner.model`` is ``policy.model`` (the model the engines serve),
@@ -24,10 +24,10 @@ from gymfleet.core.strict import StrictModel, unknown_key_message, validation_pr
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.threads import split_threads, usable_cpus
-from gymfleet.trainer import LearnerConfig
+from gymfleet.trainer import LearnerConfig, SFTConfig
 
 TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads",
-              "engine_threads", "adapter_load", "cluster")
+              "engine_threads", "adapter_load", "cluster", "warmstart")
 
 
 class BudgetConfig(StrictModel):
@@ -80,6 +80,21 @@ class AdapterLoadConfig(StrictModel):
     ``policy.router.adapter_timeout_s``); None: the gateway's limit only."""
 
 
+class WarmStartConfig(SFTConfig):
+    """The warm start from demonstrations (docs/train.md, Warm start): gold-policy episodes
+    recorded through the gateway, supervised training of the adapter on them, published as the
+    run's first version. Also ``epochs``, ``learning_rate``, ``batch_size`` and ``seed`` (the
+    supervised training's, documented on :class:`~gymfleet.trainer.SFTConfig`)."""
+
+    enabled: bool = False
+    """``gymfleet train`` runs the warm start before its learner starts (skipped when the bucket
+    already holds a version, i.e. on resume). ``gymfleet sft`` runs it whatever this says."""
+    episodes_per_instance: int = Field(1, ge=1)
+    """Gold episodes recorded per task instance."""
+    max_instances_per_task: int | None = Field(None, ge=1)
+    """Instances per task that get demonstrations (the first ones of the task's list); None: all."""
+
+
 class TrainConfig(StrictModel):
     """A whole training run."""
 
@@ -108,6 +123,8 @@ class TrainConfig(StrictModel):
     """Retries of an adapter hot-load that fails or times out, before the version is skipped."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     """Where the roles go with ``gymfleet train --cluster`` (unused on one machine)."""
+    warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    """The warm start from demonstrations (``gymfleet sft``; before ``train`` when enabled)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

@@ -39,6 +39,7 @@ from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
 from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.run.threads import usable_cpus
+from gymfleet.run.warmstart import warm_start_if_new
 from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
 SAMPLE_S = 0.05
@@ -171,6 +172,9 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     on (a GymfleetError: the store fails) still writes its report, with ``run_status: failed`` and
     ``error`` saying why.
 
+    With ``warmstart.enabled`` on a run whose bucket is empty, the warm start
+    (:mod:`gymfleet.run.warmstart`) publishes version 1 first.
+
     Raises:
         TrainError: the run stopped on a GymfleetError (a task's env or instances, the policy,
             the store); the message names the cause and the report.
@@ -179,6 +183,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
+    await warm_start_if_new(cfg, console)  # warmstart.enabled on a new run: v1 from demonstrations
     job = _Job(cfg, console)
     exitcode, ended, failure = None, None, None
     try:
