@@ -156,6 +156,9 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     console = console or Console(stderr=True)
     if cfg.mode != "async":
         raise ConfigError("--cluster runs mode: async only (the lock-step baseline is a one-machine run)")
+    from gymfleet.run.warmstart import warm_start_if_new
+
+    asyncio.run(warm_start_if_new(cfg, console))  # warmstart.enabled on a new run: v1, here, first
     started_at, t0 = time.time(), time.monotonic()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
