@@ -118,7 +118,7 @@ class LearnerScorer:
 
         from gymfleet.core.sampling import token_logprobs
 
-        ids = torch.tensor([token_ids])
+        ids = torch.tensor([token_ids], device=self.model.device)
         with torch.no_grad():
             logits = self.model(input_ids=ids).logits[0, n_prompt - 1 : -1]
             return token_logprobs(logits, ids[0, n_prompt:], temperature, top_p).tolist()

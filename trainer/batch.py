@@ -9,8 +9,10 @@ whole group is dropped. Advantages are computed per group after padding.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -91,6 +93,11 @@ class TrainBatch:
     def n_generated_tokens(self) -> int:
         """Tokens the loss is normalised by."""
         return int(self.loss_mask.sum().item())
+
+    def to(self, device: Any) -> TrainBatch:
+        """This batch with every tensor on ``device`` (the model's)."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), torch.Tensor)})
 
     def split(self, micro_batch_size: int) -> list[TrainBatch]:
         """Micro-batches of at most ``micro_batch_size`` sequences, each trimmed to its own

@@ -185,6 +185,8 @@ class Learner:
         )
         self.model = get_peft_model(base, lora)
         self.model.train()
+        self.device = next(self.model.parameters()).device
+        """Where the model is (``config.model.device``); batches are moved there."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.step = 0
@@ -264,6 +266,7 @@ class Learner:
         )
 
     def _micro_step(self, micro: TrainBatch, total_tokens: int):
+        micro = micro.to(self.device)
         logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature,
                                  self.config.top_p)
         out = policy_loss(

@@ -82,6 +82,7 @@ def _batch_loss(learner: Learner, batch: TrainBatch, train: bool) -> tuple[float
     total = max(batch.n_generated_tokens, 1)
     loss_sum = 0.0
     for micro in batch.split(learner.config.micro_batch_size):
+        micro = micro.to(learner.device)
         with torch.set_grad_enabled(train):
             logp = sequence_logprobs(learner.model, micro.input_ids, micro.attention_mask, 1.0, 1.0)
             loss = sft_loss(logp, micro.loss_mask, n_tokens_total=total)

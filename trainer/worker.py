@@ -106,7 +106,8 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
                  learner.version, released)
         with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
-                         "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads()})
+                         "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
+                         "device": str(learner.device)})
             idle_s = 0.0
             while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
                 t0 = time.monotonic()

@@ -50,6 +50,9 @@ class ModelSpec(StrictModel):
     """A GGUF file inside ``name_or_path``; set automatically for the embedded model."""
     dtype: str = "float32"
     """torch dtype name the weights are loaded in."""
+    device: str = "auto"
+    """Where the weights go: ``auto`` (the first CUDA GPU when torch sees one, else the CPU),
+    ``cpu``, ``cuda`` or ``cuda:N``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -66,7 +69,7 @@ class ModelSpec(StrictModel):
         return self.name_or_path == EMBEDDED
 
     def same_weights(self, other: ModelSpec) -> bool:
-        """Whether ``other`` names the same weights (the dtype may differ)."""
+        """Whether ``other`` names the same weights (the dtype and device may differ)."""
         return (self.name_or_path, self.gguf_file) == (other.name_or_path, other.gguf_file)
 
     def __str__(self) -> str:
@@ -144,13 +147,38 @@ def load_tokenizer(spec: ModelSpec | None = None) -> Any:
     return AutoTokenizer.from_pretrained(resolve_model_dir(spec or ModelSpec()))
 
 
+def resolve_device(name: str) -> str:
+    """The torch device a ``ModelSpec.device`` names: ``auto`` is ``cuda`` when torch sees a GPU,
+    else ``cpu``.
+
+    Raises:
+        ModelError: a CUDA device is asked for but torch sees none (a CPU-only torch, or no GPU).
+    """
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"model.device {name!r}: torch {torch.__version__} sees no CUDA GPU here; "
+                         "set model.device: auto (or cpu)")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise ModelError(f"model.device {name!r}: use auto, cpu, cuda or cuda:N")
+    return name
+
+
 def load_causal_lm(spec: ModelSpec | None = None) -> Any:
-    """The base causal LM, in eval mode, on CPU."""
+    """The base causal LM, in eval mode, on the spec's device (:func:`resolve_device`).
+
+    Raises:
+        ModelError: the model or its device cannot be had (see :func:`resolve_model_dir`,
+            :func:`resolve_device`).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
     spec = spec or ModelSpec()
+    device = resolve_device(spec.device)
     model = AutoModelForCausalLM.from_pretrained(
         resolve_model_dir(spec), dtype=getattr(torch, spec.dtype)
     )
-    return model.eval()
+    return model.to(device).eval()

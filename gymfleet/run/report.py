@@ -108,6 +108,7 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
         "served_version": max([ld.version for ld in timeline.loads] + [0]),
         "tasks_left_out": timeline.left_out,
         "learner_torch_threads": next((r.get("torch_threads") for r in reversed(rows) if r["event"] == "start"), None),
+        "learner_device": next((r.get("device") for r in reversed(rows) if r["event"] == "start"), None),
         "steps": [{k: r[k] for k in ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens",
                                      "n_groups", "mean_reward", "idle_s", "duration_s", "published_version",
                                      "reward_by_task", "version")} | {"filter": r["filter"]}

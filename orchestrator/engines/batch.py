@@ -67,7 +67,8 @@ class BatchRunner:
         n_cached = max(row.n_cached for row in rows)
         n_new = max(len(row.prompt_ids) - row.n_cached for row in rows)
         cache = self._merged_cache(rows, entries, n_cached)
-        input_ids, positions, mask = self._prefill_inputs(rows, n_cached, n_new)
+        device = self.model.device  # the model's (model.device); sampling stays on the CPU
+        input_ids, positions, mask = (t.to(device) for t in self._prefill_inputs(rows, n_cached, n_new))
         stats = BatchStats(n_prefilled_tokens=sum(len(r.prompt_ids) - r.n_cached for r in rows))
         extra = self._adapter_kwargs(rows)
         active = list(range(len(rows)))
@@ -78,12 +79,12 @@ class BatchRunner:
             )
             stats.n_forward_passes += 1
             cache = out.cache
-            logits = out.logits[:, -1, :]
+            logits = out.logits[:, -1, :].float().cpu()  # float32 logprobs whatever the model's dtype
             next_ids = [self._step_row(rows[i], logits[i]) if i in active else 0 for i in range(len(rows))]
             active = [i for i in active if rows[i].finish_reason is None]
-            input_ids = torch.tensor(next_ids, dtype=torch.long).unsqueeze(1)
+            input_ids = torch.tensor(next_ids, dtype=torch.long, device=device).unsqueeze(1)
             positions = positions[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype)], dim=1)
+            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype, device=device)], dim=1)
         self._store_caches(rows, cache, n_cached, n_new)
         return stats
 
@@ -149,7 +150,7 @@ class BatchRunner:
                 torch.arange(n_cached - row.n_cached, n_cached),
                 torch.arange(n_cached + n_new - n_prompt_new, n_cached + n_new),
                 torch.arange(n_cached + n_new, n_cached + n_new + n_fed),
-            ])
+            ]).to(cache.layers[0].keys.device)
             layers = [
                 (layer.keys[i : i + 1].index_select(2, index), layer.values[i : i + 1].index_select(2, index))
                 for layer in cast(list[Any], cache.layers)

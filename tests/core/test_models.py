@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gymfleet.core.models import ModelError, ModelSpec, embedded_model_spec, load_causal_lm, resolve_model_dir
+from gymfleet.core.models import (
+    ModelError,
+    ModelSpec,
+    embedded_model_spec,
+    load_causal_lm,
+    resolve_device,
+    resolve_model_dir,
+)
 
 
 @pytest.mark.model
@@ -25,3 +32,18 @@ def test_cached_copy_gives_identical_logits() -> None:
 def test_missing_gguf_names_the_file(tmp_path) -> None:
     with pytest.raises(ModelError, match="GGUF file not found"):
         resolve_model_dir(ModelSpec(name_or_path=str(tmp_path), gguf_file="nope.gguf"))
+
+
+def test_the_device_is_a_gpu_when_torch_sees_one_and_a_clear_error_when_asked_for_one_that_is_not_there() -> None:
+    import torch
+
+    gpu = torch.cuda.is_available()
+    assert resolve_device("auto") == ("cuda" if gpu else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ModelError, match="use auto, cpu, cuda or cuda:N"):
+        resolve_device("tpu")
+    if not gpu:
+        with pytest.raises(ModelError, match="sees no CUDA GPU here; set model.device: auto"):
+            resolve_device("cuda:0")
+    assert ModelSpec(device="cpu").same_weights(ModelSpec())
+

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from sqlalchemy import select
 
 from gymfleet.orchestrator.store import TrajectoryStore
@@ -67,6 +68,7 @@ def test_collect_then_learn_alone_then_resume_then_a_shard_follows_the_bucket(tm
     events = [json.loads(line) for line in (tmp_path / "report" / "learner.jsonl").read_text().splitlines()]
     starts = [e for e in events if e["event"] == "start"]
     assert [(s["resumed"], s["step"]) for s in starts] == [(False, 0), (True, 2)]
+    assert {s["device"] for s in starts} == {"cuda" if torch.cuda.is_available() else "cpu"}
     assert [e["step"] for e in events if e["event"] == "step"] == [1, 2, 3]
     assert bucket.versions() == [1, 2, 3]
     consumed = [g for v in bucket.versions() for g in bucket.get(v).meta["consumed_group_ids"]]
