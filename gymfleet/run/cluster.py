@@ -38,9 +38,6 @@ from gymfleet.run.report import GenerationTimeline, build_report, read_steps, wr
 
 log = logging.getLogger(__name__)
 
-STOP_WAIT_S = 120.0
-"""Seconds the launcher waits for a shard to stop (abort its rollouts) before killing it."""
-
 
 @dataclass(frozen=True)
 class ShardResult:
@@ -189,7 +186,7 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     except ray.exceptions.RayError as exc:
         raise TrainError(f"the learner failed after {cl.max_restarts} restarts: {exc}") from exc
     finally:
-        results = _stop_shards(ray, shards, shard_runs)
+        results = _stop_shards(ray, shards, shard_runs, cl.stop_wait_s)
         for s in shards:
             ray.kill(s, no_restart=True)
         ray.kill(learner, no_restart=True)
@@ -215,12 +212,12 @@ def _wait_learner(ray: Any, learner_run: Any, shard_runs: list[Any], max_wall_s:
             stop_sent = True
 
 
-def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any]) -> list[ShardResult]:
+def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any], wait_s: float) -> list[ShardResult]:
     """Asks every shard to stop and collects what each did; a shard that is gone (its node
     died, not restarted) or does not stop in time is left out."""
     for s in shards:
         s.stop.remote()
-    ready, _ = ray.wait(shard_runs, num_returns=len(shard_runs), timeout=STOP_WAIT_S)
+    ready, _ = ray.wait(shard_runs, num_returns=len(shard_runs), timeout=wait_s)
     results = []
     for ref in ready:
         try:

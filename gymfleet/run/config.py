@@ -61,6 +61,9 @@ class ClusterConfig(StrictModel):
     """GPUs the learner requests (0: it trains on the CPU)."""
     max_restarts: int = Field(3, ge=0)
     """Restarts of a failed actor (Ray's ``max_restarts``); its ``run`` is retried after each."""
+    stop_wait_s: float = Field(60.0, gt=0)
+    """At the end, seconds the launcher waits for the shards to stop (abort and requeue their
+    rollouts) before killing them; a shard whose node died is waited for this long too."""
 
 
 class AdapterLoadConfig(StrictModel):
