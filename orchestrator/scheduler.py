@@ -19,24 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
+from gymfleet.orchestrator.claimer import Claimer
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
 from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
 from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
-from gymfleet.orchestrator.store import GroupSpec, SampleRef, TrajectoryStore, new_owner
-from gymfleet.orchestrator.store.engine import summarise_db_error
+from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.orchestrator.workload import TaskWork
 
 log = logging.getLogger(__name__)
 
 STALENESS_POLL_S = 0.1
-CLAIM_BATCH = 64
-"""Most samples one claim takes: large enough that a full scheduler claims rarely, small enough
-that peers on the same run share the tail of the work."""
-MAX_CLAIM_POLL_S = 1.0
 
 
 @dataclass
@@ -97,8 +93,8 @@ class Scheduler:
         self._budget_spent = False
         self._fatal: Exception | None = None
         """What made the run stop at once (a store or metrics file that cannot be written)."""
-        self.owner = new_owner()
-        """Who this scheduler is to the store's leases (``host:pid:token``)."""
+        self.claimer = Claimer(store, config)
+        """Claims this scheduler's samples from the store and keeps them leased."""
         self.group_budget: int | None = None
         """Groups still to start (lock-step training hands out one step's worth at a time);
         None: unbounded. Samples of groups already started are admitted regardless."""
@@ -159,14 +155,14 @@ class Scheduler:
             OSError: the metrics file could not be written (same).
         """
         cfg = self.config
-        resume = await self.store.start_run(cfg.run_id, cfg.model_dump(mode="json"), owner=self.owner,
+        resume = await self.store.start_run(cfg.run_id, cfg.model_dump(mode="json"), owner=self.claimer.owner,
                                             lease_s=cfg.lease_s)
         for t in cfg.tasks:
             self.work[t.name] = TaskWork(t, cfg.run_id, self.instance_ids[t.name], resume.group_ids)
         self._event("start", restarted=resume.restarted, requeued=len(resume.pending),
                     aborted_on_restart=resume.n_aborted, done_before=resume.n_done)
         ticker = asyncio.create_task(self._tick(), name="scheduler-tick")
-        heartbeat = asyncio.create_task(self._heartbeat(), name="scheduler-heartbeat")
+        heartbeat = asyncio.create_task(self.claimer.heartbeat(), name="scheduler-heartbeat")
         try:
             await self._admit_loop()
             await self._drain()
@@ -175,7 +171,7 @@ class Scheduler:
             heartbeat.cancel()
         await self.store.flush()  # a store that filled up may only say so now
         if self._fatal is None and self.store.fatal_error is None:
-            await self.store.release_leases(cfg.run_id, self.owner)
+            await self.claimer.release()
         if self._fatal is None and self.store.fatal_error is not None:
             self._fatal = self.store.fatal_error
         if self._fatal is not None:  # the disk is full: what was written stays, a rerun resumes
@@ -231,42 +227,6 @@ class Scheduler:
             if self.n_decisions % 256 == 0:
                 await asyncio.sleep(0)  # let rollouts start while a large cap fills
 
-    async def _refill(self, work: TaskWork) -> None:
-        """Claims a batch of the task's samples from the store, creating groups when short."""
-        handed: list[GroupSpec] = []
-
-        def next_groups(n_samples: int) -> list[GroupSpec]:
-            limit = None if self.group_budget is None else max(0, self.group_budget - len(handed))
-            groups = work.next_groups(n_samples, limit)
-            handed.extend(groups)
-            return groups
-
-        caps = [CLAIM_BATCH, self.config.max_in_flight] + ([work.cfg.max_in_flight] if work.cfg.max_in_flight else [])
-        n = max(work.cfg.group_size, min(caps))
-        work.n_refills += 1
-        try:
-            claim = await self.store.claim_samples(self.config.run_id, work.name, self.owner, n,
-                                                   self.config.lease_s, next_groups)
-        except Exception as exc:  # the database hiccuped: the groups come back, ask again soon
-            work.give_back(handed)
-            work.retry_at = time.monotonic() + self._claim_poll_s
-            log.warning("claiming samples of task %s failed (%s); trying again in %g s", work.name,
-                        summarise_db_error(exc), self._claim_poll_s)
-            return
-        if self.group_budget is not None:
-            self.group_budget -= len(handed)
-        work.pending.extend(claim.samples)
-        if claim.samples:
-            work.retry_at = 0.0
-        elif work.exhausted and not claim.n_open_elsewhere:
-            work.drained = True
-        else:  # peers hold the rest (their leases may run out), or the budget holds new groups back
-            work.retry_at = time.monotonic() + self._claim_poll_s
-
-    @property
-    def _claim_poll_s(self) -> float:
-        return min(MAX_CLAIM_POLL_S, self.config.lease_s / 3)
-
     async def _wait_for_work(self, now: float) -> None:
         """Until woken, or until a task that found the store empty may ask it again."""
         retry = [w.retry_at for w in self.work.values()
@@ -276,15 +236,10 @@ class Scheduler:
         else:
             await self._wake.wait()
 
-    async def _heartbeat(self) -> None:
-        """Renews this scheduler's leases every ``lease_s / 3`` seconds until cancelled."""
-        every_s = self.config.lease_s / 3
-        while True:
-            await asyncio.sleep(every_s)
-            try:
-                await self.store.renew_leases(self.config.run_id, self.owner, self.config.lease_s)
-            except Exception as exc:  # a missed beat is survivable: the lease holds 3 beats
-                log.warning("renewing leases failed (%s); trying again in %g s", summarise_db_error(exc), every_s)
+    async def _refill(self, work: TaskWork) -> None:
+        handed = await self.claimer.refill(work, self.group_budget)
+        if self.group_budget is not None:
+            self.group_budget -= handed
 
     def _stale(self) -> bool:
         bound = self.config.max_staleness
