@@ -20,9 +20,10 @@ from gymfleet.orchestrator.workload import TaskWork
 
 log = logging.getLogger(__name__)
 
-CLAIM_BATCH = 64
-"""Most samples one claim takes: large enough that a full scheduler claims rarely (one transaction
-per batch, not per sample), small enough that peers on one run share the tail of the work."""
+CLAIM_BATCH = 256
+"""Most samples one claim takes (at most ``max_in_flight``): large enough that a full scheduler
+claims rarely (one transaction per batch, not per sample; a claim holds admission up), small
+enough that peers on one run share the tail of the work."""
 MAX_POLL_S = 1.0
 
 
@@ -39,6 +40,8 @@ class Claimer:
         self.config = config
         self.owner = new_owner()
         """Who this scheduler is to the store's leases (``host:pid:token``)."""
+        self._requeue_at = 0.0
+        """``time.monotonic()`` after which a claim looks for peers' expired samples again."""
 
     @property
     def poll_s(self) -> float:
@@ -70,15 +73,18 @@ class Claimer:
         caps = [CLAIM_BATCH, self.config.max_in_flight] + ([work.cfg.max_in_flight] if work.cfg.max_in_flight else [])
         n = max(work.cfg.group_size, min(caps))
         work.n_refills += 1
+        requeue = time.monotonic() >= self._requeue_at  # not on every claim: it reads every running sample
         try:
             claim = await self.store.claim_samples(self.config.run_id, work.name, self.owner, n,
-                                                   self.config.lease_s, next_groups)
+                                                   self.config.lease_s, next_groups, requeue)
         except Exception as exc:  # the database hiccuped: the groups come back, ask again soon
             work.give_back(handed)
             work.retry_at = time.monotonic() + self.poll_s
             log.warning("claiming samples of task %s failed (%s); trying again in %g s", work.name,
                         summarise_db_error(exc), self.poll_s)
             return 0
+        if requeue:
+            self._requeue_at = time.monotonic() + self.poll_s
         work.pending.extend(claim.samples)
         if claim.samples:
             work.retry_at = 0.0

@@ -87,11 +87,12 @@ class SampleLeases(Protocol):
 
     async def claim_samples(
         self, run_id: str, task: str, owner: str, n: int, lease_s: float,
-        next_groups: Callable[[int], list[GroupSpec]] | None = None,
+        next_groups: Callable[[int], list[GroupSpec]] | None = None, requeue: bool = True,
     ) -> SampleClaim:
         """Called when the scheduler picked a task and holds none of its samples: leases up to
         ``n`` of them to ``owner`` for ``lease_s`` seconds, creating groups from ``next_groups``
-        (called with the number of samples still wanted) when short."""
+        (called with the number of samples still wanted) when short; with ``requeue``, first
+        requeues the run's running samples whose lease ran out."""
         ...
 
     async def renew_leases(self, run_id: str, owner: str, lease_s: float) -> int:

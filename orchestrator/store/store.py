@@ -180,13 +180,13 @@ class TrajectoryStore:
 
     async def claim_samples(
         self, run_id: str, task: str, owner: str, n: int, lease_s: float,
-        next_groups: Callable[[int], list[GroupSpec]] | None = None,
+        next_groups: Callable[[int], list[GroupSpec]] | None = None, requeue: bool = True,
     ) -> SampleClaim:
         """Leases up to ``n`` pending samples of ``task`` to ``owner`` in one transaction, creating
         groups from ``next_groups`` when short (see :func:`workqueue.claim_samples`)."""
         self._check_open()
         async with self.engine.begin() as conn:
-            return await workqueue.claim_samples(conn, run_id, task, owner, n, lease_s, next_groups)
+            return await workqueue.claim_samples(conn, run_id, task, owner, n, lease_s, next_groups, requeue)
 
     async def renew_leases(self, run_id: str, owner: str, lease_s: float) -> int:
         """Extends ``owner``'s leases on the run to ``lease_s`` seconds from now (the heartbeat);

@@ -148,10 +148,12 @@ async def claim_samples(
     n: int,
     lease_s: float,
     next_groups: Callable[[int], list[GroupSpec]] | None = None,
+    requeue: bool = True,
 ) -> SampleClaim:
     """Leases up to ``n`` pending samples of ``task`` to ``owner``, creating groups when short.
 
-    First requeues the run's lapsed running samples (:func:`leases.requeue_lapsed`), then claims pending
+    First requeues the run's lapsed running samples (:func:`leases.requeue_lapsed`; skipped with
+    ``requeue=False``, the caller did it recently), then claims pending
     samples nobody holds, oldest group first; while fewer than ``n``, asks ``next_groups`` for
     groups to create (idempotently: a peer may have created them already) and claims again.
 
@@ -160,12 +162,15 @@ async def claim_samples(
         lease_s: seconds the lease holds unless renewed.
         next_groups: called with the number of samples still wanted; returns the groups to create
             (empty: none left). None: create nothing.
+        requeue: look for lapsed running samples first.
 
     Returns:
         The claim.
     """
-    out = SampleClaim(n_requeued=await leases.requeue_lapsed(
-        conn, run_id, "in flight under a lease that ran out (its orchestrator died or stalled); requeued"))
+    out = SampleClaim()
+    if requeue:
+        out.n_requeued = await leases.requeue_lapsed(
+            conn, run_id, "in flight under a lease that ran out (its orchestrator died or stalled); requeued")
     out.samples = await _claim(conn, run_id, task, owner, n, lease_s)
     while len(out.samples) < n and next_groups is not None:
         groups = next_groups(n - len(out.samples))

@@ -92,7 +92,8 @@ def assert_each_sample_once(url: str) -> list[tuple[str, ...]]:
 
 @pytest.mark.postgres
 def test_two_collectors_on_one_postgresql_run_split_the_samples(tmp_path: Path, pg_database: str) -> None:
-    config = write_config(tmp_path, store=pg_database, lease_s=LEASE_S)
+    # Slow enough (~15 s alone) that the second has long started when the first is half done.
+    config = write_config(tmp_path, step_delay_s=0.5, store=pg_database, lease_s=LEASE_S)
     a, b = Collector(tmp_path, "a", config), Collector(tmp_path, "b", config)
     assert a.wait() == 0, a.output
     assert b.wait() == 0, b.output
@@ -109,16 +110,21 @@ def test_two_collectors_on_one_postgresql_run_split_the_samples(tmp_path: Path, 
 def test_a_killed_collectors_samples_are_finished_by_its_peer_after_the_lease(
     tmp_path: Path, pg_database: str,
 ) -> None:
-    config = write_config(tmp_path, store=pg_database, lease_s=LEASE_S)
+    config = write_config(tmp_path, step_delay_s=0.5, store=pg_database, lease_s=LEASE_S)  # lasts ~8 s
     a, b = Collector(tmp_path, "a", config), Collector(tmp_path, "b", config)
-    wait_until(lambda: pg_count_ok(pg_database) >= 24 and running_under(pg_database, a) > 0, [a, b])
+    # Both started (else b's start would requeue a's samples at once, its process being gone).
+    wait_until(lambda: pg_count_ok(pg_database) >= 16 and running_under(pg_database, a) > 0
+               and running_under(pg_database, b) > 0, [a, b])
     a.kill()
     killed_at = time.monotonic()
+    held_by_a = pg(pg_database, "SELECT sample_id, state, rollout_id FROM samples "
+                                f"WHERE lease_owner LIKE '%:{a.proc.pid}:%'")
     assert b.wait() == 0, b.output
     b.assert_no_error_logged()
     assert_each_sample_once(pg_database)
     aborted = pg(pg_database, "SELECT sample_id, reason FROM trajectories WHERE status = 'aborted'")
-    assert aborted, "the killed collector had rollouts in flight: its peer records them aborted"
+    assert aborted, ("the killed collector had rollouts in flight: its peer records them aborted", held_by_a,
+                     pg(pg_database, "SELECT status, count(*) FROM trajectories GROUP BY status"), b.output[-3000:])
     assert all("lease" in reason for _, reason in aborted)
     assert time.monotonic() - killed_at >= LEASE_S * 0.5  # the peer waited for the lease, not less
 
