@@ -16,6 +16,7 @@ from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.protocols import SampleLeases
 from gymfleet.orchestrator.store import GroupSpec, new_owner
 from gymfleet.orchestrator.store.engine import summarise_db_error
+from gymfleet.orchestrator.store.writer import store_full_error, store_is_full
 from gymfleet.orchestrator.workload import TaskWork
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,10 @@ class Claimer:
 
         Returns:
             How many groups were handed out for creation (to count against the budget).
+
+        Raises:
+            StoreWriteError: the store cannot take any more writes (disk full, read-only): the run
+                should stop, as when the writer finds it.
         """
         handed: list[GroupSpec] = []
 
@@ -79,6 +84,8 @@ class Claimer:
                                                    self.config.lease_s, next_groups, requeue)
         except Exception as exc:  # the database hiccuped: the groups come back, ask again soon
             work.give_back(handed)
+            if store_is_full(exc):
+                raise store_full_error(exc) from exc
             work.retry_at = time.monotonic() + self.poll_s
             log.warning("claiming samples of task %s failed (%s); trying again in %g s", work.name,
                         summarise_db_error(exc), self.poll_s)

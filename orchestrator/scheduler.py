@@ -27,6 +27,7 @@ from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
 from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
+from gymfleet.orchestrator.store.errors import StoreWriteError
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.orchestrator.workload import TaskWork
 
@@ -237,7 +238,11 @@ class Scheduler:
             await self._wake.wait()
 
     async def _refill(self, work: TaskWork) -> None:
-        handed = await self.claimer.refill(work, self.group_budget)
+        try:
+            handed = await self.claimer.refill(work, self.group_budget)
+        except StoreWriteError as exc:  # the store is full: nothing more could be recorded
+            self._stop_on(exc)
+            return
         if self.group_budget is not None:
             self.group_budget -= handed
 
