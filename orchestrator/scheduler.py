@@ -97,8 +97,8 @@ class Scheduler:
         self.claimer = Claimer(store, config)
         """Claims this scheduler's samples from the store and keeps them leased."""
         self.group_budget: int | None = None
-        """Groups still to start (lock-step training hands out one step's worth at a time);
-        None: unbounded. Samples of groups already started are admitted regardless."""
+        """Groups still to create (lock-step training hands out one step's worth at a time);
+        None: unbounded. Samples of groups already created are claimed and admitted regardless."""
 
     # ---- control -------------------------------------------------------------------
 
@@ -260,8 +260,6 @@ class Scheduler:
             pass
 
     def _admit(self, work: TaskWork) -> None:
-        if self.group_budget is not None and not work.pending:
-            self.group_budget -= 1
         sample = work.take()
         rollout_id = f"{sample.sample_id}/a{sample.n_attempts + 1}"
         version = self.gateway.policy_version
