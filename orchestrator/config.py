@@ -162,6 +162,13 @@ class RunConfig(StrictModel):
     bound (collection)."""
     quarantine_after: int = Field(default=5, ge=1)
     """Consecutive infra_error rollouts of a task that quarantine it."""
+    lease_s: float = Field(default=60.0, gt=0)
+    """Seconds this orchestrator's hold on the samples it claimed lasts unless renewed (its
+    heartbeat renews every ``lease_s / 3``). Another orchestrator on the run requeues the samples
+    of one that died once this runs out (at once, on its start, when the dead one ran on the same
+    host); on SQLite it is also how long a killed orchestrator's run stays refused to a second
+    one on another host. Rollouts running longer than this are fine; an event loop stalled for
+    longer is not."""
     auto_mix: AutoMixConfig = Field(default_factory=AutoMixConfig)
     shutdown: ShutdownConfig = Field(default_factory=ShutdownConfig)
     metrics_path: str = "runs/{run_id}/metrics.jsonl"

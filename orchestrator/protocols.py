@@ -6,9 +6,13 @@ Each method's docstring says when it is called. Implementations live beside thei
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gymfleet.core.records import Generation, Message, SamplingParams, Trajectory
+
+if TYPE_CHECKING:
+    from gymfleet.orchestrator.store.workqueue import GroupSpec, SampleClaim
 
 
 @runtime_checkable
@@ -73,4 +77,28 @@ class PolicyGateway(Protocol):
     @property
     def policy_version(self) -> int:
         """The newest adapter version the gateway serves (0 = base model)."""
+        ...
+
+
+@runtime_checkable
+class SampleLeases(Protocol):
+    """The store as a scheduler's claimer sees it: leased batches of a run's samples
+    (``TrajectoryStore`` implements it over SQL, ``store/leases.py``)."""
+
+    async def claim_samples(
+        self, run_id: str, task: str, owner: str, n: int, lease_s: float,
+        next_groups: Callable[[int], list[GroupSpec]] | None = None, requeue: bool = True,
+    ) -> SampleClaim:
+        """Called when the scheduler picked a task and holds none of its samples: leases up to
+        ``n`` of them to ``owner`` for ``lease_s`` seconds, creating groups from ``next_groups``
+        (called with the number of samples still wanted) when short; with ``requeue``, first
+        requeues the run's running samples whose lease ran out."""
+        ...
+
+    async def renew_leases(self, run_id: str, owner: str, lease_s: float) -> int:
+        """Called by the heartbeat every ``lease_s / 3`` seconds: extends what ``owner`` holds."""
+        ...
+
+    async def release_leases(self, run_id: str, owner: str) -> int:
+        """Called once at the end of a run: gives back the samples ``owner`` holds unstarted."""
         ...

@@ -2,7 +2,9 @@
 
 One loop admits rollouts while there is a free slot, the staleness gate is open and some task is
 eligible; each rollout runs as its own asyncio task and settles itself (store write, counters,
-retry or quarantine) when it ends. ``request_stop`` (Ctrl-C / SIGTERM) closes admission, then
+retry or quarantine) when it ends. Samples are claimed from the store in batches, leased to this
+scheduler and renewed by a heartbeat, so that several schedulers (processes) can share one run
+on PostgreSQL, each sample run by one of them. ``request_stop`` (Ctrl-C / SIGTERM) closes admission, then
 in-flight rollouts finish or are aborted by the deadline; a second request aborts at once.
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
+from gymfleet.orchestrator.claimer import Claimer
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
@@ -24,6 +27,7 @@ from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
 from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
+from gymfleet.orchestrator.store.errors import StoreWriteError
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.orchestrator.workload import TaskWork
 
@@ -90,9 +94,11 @@ class Scheduler:
         self._budget_spent = False
         self._fatal: Exception | None = None
         """What made the run stop at once (a store or metrics file that cannot be written)."""
+        self.claimer = Claimer(store, config)
+        """Claims this scheduler's samples from the store and keeps them leased."""
         self.group_budget: int | None = None
-        """Groups still to start (lock-step training hands out one step's worth at a time);
-        None: unbounded. Samples of groups already started are admitted regardless."""
+        """Groups still to create (lock-step training hands out one step's worth at a time);
+        None: unbounded. Samples of groups already created are claimed and admitted regardless."""
 
     # ---- control -------------------------------------------------------------------
 
@@ -122,10 +128,13 @@ class Scheduler:
     def add_group_budget(self, n_groups: int) -> None:
         """Lets ``n_groups`` more groups start (and turns the bound on if it was off)."""
         self.group_budget = (self.group_budget or 0) + n_groups
+        for work in self.work.values():
+            work.retry_at = 0.0
         self._wake.set()
 
     def _may_start(self, work: TaskWork) -> bool:
-        return self.group_budget is None or bool(work.pending) or self.group_budget > 0
+        # The first claim may pick up samples of groups a previous start created, whatever the budget.
+        return self.group_budget is None or bool(work.pending) or self.group_budget > 0 or not work.n_refills
 
     def set_weights(self, weights: dict[str, float]) -> None:
         """Changes task weights live (unknown names are ignored)."""
@@ -141,27 +150,29 @@ class Scheduler:
         """Resumes or starts the run and drives it until all work is done or a stop is requested.
 
         Raises:
+            RunBusyError: a SQLite store, and another live orchestrator holds the run.
             StoreWriteError: the store cannot take any more writes (disk full, read-only); the
                 run stopped at once, what was written is kept, rerunning resumes.
             OSError: the metrics file could not be written (same).
         """
         cfg = self.config
-        resume = await self.store.start_run(cfg.run_id, cfg.model_dump(mode="json"))
-        requeued: dict[str, list[SampleRef]] = {t.name: [] for t in cfg.tasks}
-        for sample in resume.pending:
-            if sample.task in requeued:
-                requeued[sample.task].append(sample)
+        resume = await self.store.start_run(cfg.run_id, cfg.model_dump(mode="json"), owner=self.claimer.owner,
+                                            lease_s=cfg.lease_s)
         for t in cfg.tasks:
-            self.work[t.name] = TaskWork(t, cfg.run_id, self.instance_ids[t.name], resume.group_ids, requeued[t.name])
+            self.work[t.name] = TaskWork(t, cfg.run_id, self.instance_ids[t.name], resume.group_ids)
         self._event("start", restarted=resume.restarted, requeued=len(resume.pending),
                     aborted_on_restart=resume.n_aborted, done_before=resume.n_done)
         ticker = asyncio.create_task(self._tick(), name="scheduler-tick")
+        heartbeat = asyncio.create_task(self.claimer.heartbeat(), name="scheduler-heartbeat")
         try:
             await self._admit_loop()
             await self._drain()
         finally:
             ticker.cancel()
+            heartbeat.cancel()
         await self.store.flush()  # a store that filled up may only say so now
+        if self._fatal is None and self.store.fatal_error is None:
+            await self.claimer.release()
         if self._fatal is None and self.store.fatal_error is not None:
             self._fatal = self.store.fatal_error
         if self._fatal is not None:  # the disk is full: what was written stays, a rerun resumes
@@ -200,18 +211,40 @@ class Scheduler:
                     await self._wait(STALENESS_POLL_S)
                 continue
             t0 = time.perf_counter()
-            name = self.mix.pick(n for n, w in self.work.items() if w.eligible() and self._may_start(w))
+            now = time.monotonic()
+            name = self.mix.pick(n for n, w in self.work.items() if w.eligible(now) and self._may_start(w))
             if name is None:
                 self.overhead_s += time.perf_counter() - t0
                 if not self.stats.in_flight and not any(w.has_work() for w in self.work.values()):
                     return
-                await self._wake.wait()
+                await self._wait_for_work(now)
                 continue
+            if not self.work[name].pending:
+                await self._refill(self.work[name])
+                continue  # pick again: the mix may prefer another task now
             self._admit(self.work[name])
             self.overhead_s += time.perf_counter() - t0
             self.n_decisions += 1
             if self.n_decisions % 256 == 0:
                 await asyncio.sleep(0)  # let rollouts start while a large cap fills
+
+    async def _wait_for_work(self, now: float) -> None:
+        """Until woken, or until a task that found the store empty may ask it again."""
+        retry = [w.retry_at for w in self.work.values()
+                 if w.has_work() and not w.pending and self._may_start(w)]
+        if retry:
+            await self._wait(max(0.0, min(retry) - now))
+        else:
+            await self._wake.wait()
+
+    async def _refill(self, work: TaskWork) -> None:
+        try:
+            handed = await self.claimer.refill(work, self.group_budget)
+        except StoreWriteError as exc:  # the store is full: nothing more could be recorded
+            self._stop_on(exc)
+            return
+        if self.group_budget is not None:
+            self.group_budget -= handed
 
     def _stale(self) -> bool:
         bound = self.config.max_staleness
@@ -227,9 +260,7 @@ class Scheduler:
             pass
 
     def _admit(self, work: TaskWork) -> None:
-        if self.group_budget is not None and not work.pending:
-            self.group_budget -= 1
-        sample = work.take(self.store)
+        sample = work.take()
         rollout_id = f"{sample.sample_id}/a{sample.n_attempts + 1}"
         version = self.gateway.policy_version
         self.store.start_sample(sample.sample_id, rollout_id)
@@ -277,7 +308,7 @@ class Scheduler:
         status = traj.status
         retry = status is RolloutStatus.infra_error and work.may_retry(sample) and not self._stopping
         final = status is not RolloutStatus.aborted and not retry
-        self.store.add(traj, sample_id=sample.sample_id, task=work.name, final=final)
+        self.store.add(traj, sample_id=sample.sample_id, task=work.name, final=final, keep_lease=retry)
         if self.store.fatal_error is not None:
             self._stop_on(self.store.fatal_error)
         self.stats.finished(work.name, traj)

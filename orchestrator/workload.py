@@ -1,8 +1,10 @@
-"""The work of one task in a run: its groups, the samples waiting to run, and its health.
+"""The work of one task in a run: its groups, the samples it holds to run, and its health.
 
 Groups are created lazily, instance after instance (``passes`` times over the list), with ids
 that depend only on the run, task, pass and instance: a restarted run recognises the groups it
-already holds and continues after them, so nothing is skipped and nothing is run twice.
+already holds and continues after them, and several orchestrators on one run create each group
+once (creation is idempotent), so nothing is skipped and nothing is run twice. Samples come from
+the store in claimed batches (leased to this orchestrator, ``store/leases.py``).
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import count
+from itertools import chain, count
 
 from gymfleet.orchestrator.config import TaskConfig
-from gymfleet.orchestrator.store import GroupSpec, SampleRef, TrajectoryStore
+from gymfleet.orchestrator.store import GroupSpec, SampleRef
 
 
 def group_id_of(run_id: str, task: str, pass_idx: int, instance_id: str) -> str:
@@ -29,7 +31,7 @@ class TaskWork:
         run_id: the run.
         instance_ids: the instances to run, in order.
         existing_groups: groups the run already holds (never created again).
-        requeued: samples a restart found pending, run first.
+        requeued: samples already leased to this orchestrator, run first.
     """
 
     def __init__(
@@ -38,14 +40,20 @@ class TaskWork:
         run_id: str,
         instance_ids: list[str],
         existing_groups: set[str],
-        requeued: list[SampleRef],
+        requeued: list[SampleRef] | None = None,
     ) -> None:
         self.cfg = cfg
         self.run_id = run_id
         self.instance_ids = instance_ids
-        self.pending: deque[SampleRef] = deque(requeued)
+        self.pending: deque[SampleRef] = deque(requeued or [])
+        """Samples leased to this orchestrator, not started yet."""
         self._groups = self._enumerate(existing_groups)
         self._lookahead = next(self._groups, None)
+        self.retry_at = 0.0
+        """``time.monotonic()`` before which the store is not asked again (it had nothing)."""
+        self.drained = False
+        """The store has nothing left for this task: no group to create, no sample open anywhere."""
+        self.n_refills = 0
         self.in_flight = 0
         self.consecutive_infra = 0
         self.quarantined: str | None = None
@@ -69,30 +77,45 @@ class TaskWork:
                                     self.cfg.group_size)
 
     def has_work(self) -> bool:
-        """Samples pending, or groups still to create (and not quarantined)."""
-        return self.quarantined is None and (bool(self.pending) or self._lookahead is not None)
+        """Samples held, or possibly more in the store (and not quarantined)."""
+        return self.quarantined is None and (bool(self.pending) or not self.drained)
 
-    def eligible(self) -> bool:
-        """Has work and a free per-task slot."""
+    def eligible(self, now: float) -> bool:
+        """Has work ready (held, or worth asking the store for at ``now``, a monotonic time) and a
+        free per-task slot."""
         cap = self.cfg.max_in_flight
-        return self.has_work() and (cap is None or self.in_flight < cap)
+        return (self.has_work() and (cap is None or self.in_flight < cap)
+                and (bool(self.pending) or now >= self.retry_at))
 
-    def take(self, store: TrajectoryStore) -> SampleRef:
-        """The next sample to run; creates the next group (a queued store write) when needed.
+    @property
+    def exhausted(self) -> bool:
+        """Every group of the task was handed out for creation."""
+        return self._lookahead is None
+
+    def next_groups(self, n_samples: int, max_groups: int | None = None) -> list[GroupSpec]:
+        """The next groups to create, enough for ``n_samples`` (at most ``max_groups``)."""
+        k = -(-n_samples // self.cfg.group_size)
+        if max_groups is not None:
+            k = min(k, max_groups)
+        out: list[GroupSpec] = []
+        while len(out) < k and self._lookahead is not None:
+            out.append(self._lookahead)
+            self._lookahead = next(self._groups, None)
+        return out
+
+    def give_back(self, groups: list[GroupSpec]) -> None:
+        """Puts groups :meth:`next_groups` handed out back first (their creation failed)."""
+        if groups:
+            rest = self._groups if self._lookahead is None else chain([self._lookahead], self._groups)
+            self._groups = chain(groups[1:], rest)
+            self._lookahead = groups[0]
+
+    def take(self) -> SampleRef:
+        """The next held sample to run.
 
         Raises:
-            IndexError: no work left (check :meth:`has_work` first).
+            IndexError: none held (refill from the store first).
         """
-        if not self.pending:
-            group = self._lookahead
-            if group is None:
-                raise IndexError(f"task {self.name} has no work left")
-            self._lookahead = next(self._groups, None)
-            store.create_group(group)
-            self.pending.extend(
-                SampleRef(sid, group.group_id, i, self.run_id, self.name, group.env_id, group.instance_id)
-                for i, sid in enumerate(group.sample_ids())
-            )
         return self.pending.popleft()
 
     def requeue(self, sample: SampleRef) -> None:
@@ -114,7 +137,7 @@ class TaskWork:
         return [rewards[i] for i in sorted(rewards)]
 
     def quarantine(self, reason: str) -> None:
-        """Stops admitting this task; pending samples stay in the store for a restart."""
+        """Stops admitting this task; held samples stay in the store for a restart."""
         self.quarantined = reason
         self.pending.clear()
         self._lookahead = None

@@ -7,10 +7,13 @@ import copy
 import os
 import shutil
 import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -49,6 +52,24 @@ def pg_url() -> str:
     url = os.environ.get("GYMFLEET_TEST_PG_URL", "")
     require(bool(url), "PostgreSQL", "run `make services` and source scripts/services.env")
     return url
+
+
+def psql_command(url: str) -> tuple[list[str], dict[str, str]]:
+    """The ``psql`` command line (and its environment) that connects to the store URL ``url``."""
+    parsed = make_url(url)
+    command = ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-h", parsed.host or "127.0.0.1", "-p", str(parsed.port or 5432),
+               "-U", parsed.username or "", parsed.database or ""]
+    return command, {**os.environ, "PGPASSWORD": parsed.password or ""}
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Iterator[str]:
+    """A PostgreSQL database of this test's own (dropped afterwards), as a store URL."""
+    psql, env = psql_command(pg_url)
+    name = f"gymfleet_cli_{uuid.uuid4().hex[:10]}"
+    subprocess.run([*psql, "-c", f"CREATE DATABASE {name}"], check=True, env=env, capture_output=True)
+    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    subprocess.run([*psql, "-c", f"DROP DATABASE {name} WITH (FORCE)"], env=env, capture_output=True)
 
 
 @pytest.fixture(scope="session")

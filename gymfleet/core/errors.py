@@ -35,6 +35,7 @@ Class tree::
     ├── StoreError                        the trajectory store (orchestrator/store/errors.py)
     │   ├── StoreURLError (ValueError), StoreOpenError, StoreClosedError, StoreWriteError
     │   ├── ClaimExpiredError             ack/release of a claim that was re-claimed
+    │   ├── RunBusyError                  a SQLite run another live orchestrator holds (use PostgreSQL)
     │   └── RunNotFoundError (KeyError)
     └── TrainError                        the learner side (trainer/errors.py)
         └── BucketError                   the adapter bucket cannot be read or written

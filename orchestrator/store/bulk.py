@@ -10,16 +10,17 @@ leaves the sample in the same state (running the new attempt) as the queued orde
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, case, insert, literal, select, update
+from sqlalchemy import Boolean, bindparam, case, insert, literal, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gymfleet.core.records import Trajectory
 from gymfleet.orchestrator.store.codec import to_values
 from gymfleet.orchestrator.store.schema import GroupRow, SampleRow, SampleState, TrajectoryRow, UTCDateTime, utcnow
-from gymfleet.orchestrator.store.workqueue import GroupSpec
+from gymfleet.orchestrator.store.workqueue import GroupSpec, create_groups, lock_samples, recorded, settled_values
 
 GROUPS, SAMPLES, TRAJ = GroupRow.__table__, SampleRow.__table__, TrajectoryRow.__table__
 
@@ -41,6 +42,7 @@ class Finish:
     sample_id: str | None
     task: str
     final: bool
+    keep_lease: bool = False
 
 
 BulkItem = CreateGroup | StartSample | Finish
@@ -67,61 +69,55 @@ async def _creates(conn: AsyncConnection, items: list[BulkItem], results: list[A
     creates = [(i, it.group) for i, it in enumerate(items) if isinstance(it, CreateGroup)]
     if not creates:
         return
-    ids = [g.group_id for _, g in creates]
-    existing = set((await conn.scalars(select(GROUPS.c.group_id).where(GROUPS.c.group_id.in_(ids)))).all())
-    fresh: list[GroupSpec] = []
-    for i, group in creates:
-        results[i] = group.group_id not in existing
-        if results[i]:
-            existing.add(group.group_id)
-            fresh.append(group)
-    if not fresh:
-        return
-    await conn.execute(insert(GROUPS), [
-        dict(group_id=g.group_id, run_id=g.run_id, task=g.task, env_id=g.env_id, instance_id=g.instance_id,
-             size=g.size, n_done=0, created_at=now) for g in fresh])
-    await conn.execute(insert(SAMPLES), [
-        dict(sample_id=sid, run_id=g.run_id, group_id=g.group_id, sample_idx=i, state=SampleState.pending,
-             n_attempts=0, rollout_id=None, updated_at=now)
-        for g in fresh for i, sid in enumerate(g.sample_ids())])
+    created = set(await create_groups(conn, [g for _, g in creates]))
+    for i, group in creates:  # a group queued twice: the first one created it
+        results[i] = group.group_id in created
+        created.discard(group.group_id)
 
 
 async def _finishes(conn: AsyncConnection, items: list[BulkItem], results: list[Any], now: Any) -> None:
     finishes = [(i, it) for i, it in enumerate(items) if isinstance(it, Finish)]
     if not finishes:
         return
-    await conn.execute(insert(TRAJ), [to_values(f.traj, sample_id=f.sample_id, task=f.task) for _, f in finishes])
-    sample_ids = {f.sample_id for _, f in finishes if f.sample_id is not None}
-    current = {
-        r.sample_id: (r.rollout_id, r.state)
-        for r in await conn.execute(select(SAMPLES.c.sample_id, SAMPLES.c.rollout_id, SAMPLES.c.state)
-                                    .where(SAMPLES.c.sample_id.in_(sample_ids)))
-    } if sample_ids else {}
-    sample_updates, group_updates = [], []
+    current = await lock_samples(conn, {f.sample_id for _, f in finishes if f.sample_id is not None})
+    # An attempt a peer requeued after its lease ran out is already recorded (aborted): skip it.
+    lost = await recorded(conn, [f.traj.rollout_id for _, f in finishes
+                                 if f.sample_id is not None
+                                 and current.get(f.sample_id) != (f.traj.rollout_id, SampleState.running)])
+    kept = [(i, f) for i, f in finishes if f.traj.rollout_id not in lost]
     for i, f in finishes:
+        if f.traj.rollout_id in lost:
+            results[i] = False
+    if kept:
+        await conn.execute(insert(TRAJ), [to_values(f.traj, sample_id=f.sample_id, task=f.task) for _, f in kept])
+    sample_updates, group_counts = [], Counter[str]()
+    for i, f in kept:
         if f.sample_id is None:
             results[i] = True
             continue
-        rollout_id, state = current.get(f.sample_id, (None, None))
-        if state != SampleState.running or rollout_id != f.traj.rollout_id:
+        if current.get(f.sample_id) != (f.traj.rollout_id, SampleState.running):
             results[i] = False  # stored, but the sample moved on (see workqueue.finish)
             continue
-        new_state = SampleState.done if f.final else SampleState.pending
-        current[f.sample_id] = (rollout_id, new_state)
-        sample_updates.append({"b_sid": f.sample_id, "b_state": new_state})
+        values = settled_values(f.final, f.keep_lease)
+        current[f.sample_id] = (f.traj.rollout_id, values["state"])
+        sample_updates.append({"b_sid": f.sample_id, "b_state": values["state"],
+                               "b_owner_kept": "lease_owner" not in values})
         if f.final:
-            group_updates.append({"b_gid": f.traj.group_id})
+            group_counts[f.traj.group_id] += 1
         results[i] = True
     if sample_updates:
         await conn.execute(
             update(SAMPLES).where(SAMPLES.c.sample_id == bindparam("b_sid"))
-            .values(state=bindparam("b_state", type_=SAMPLES.c.state.type), updated_at=now),
+            .values(state=bindparam("b_state", type_=SAMPLES.c.state.type), updated_at=now,
+                    lease_owner=case((bindparam("b_owner_kept", type_=Boolean), SAMPLES.c.lease_owner), else_=None),
+                    lease_expires_at=case((bindparam("b_owner_kept", type_=Boolean), SAMPLES.c.lease_expires_at), else_=None)),
             sample_updates,
         )
-    if group_updates:
+    if group_counts:  # in group_id order, so that two orchestrators' writers never deadlock
         await conn.execute(
             update(GROUPS).where(GROUPS.c.group_id == bindparam("b_gid")).values(
-                n_done=GROUPS.c.n_done + 1,
-                completed_at=case((GROUPS.c.n_done + 1 >= GROUPS.c.size, literal(now, UTCDateTime())), else_=None)),
-            group_updates,
+                n_done=GROUPS.c.n_done + bindparam("b_n"),
+                completed_at=case((GROUPS.c.n_done + bindparam("b_n") >= GROUPS.c.size,
+                                   literal(now, UTCDateTime())), else_=None)),
+            [{"b_gid": g, "b_n": group_counts[g]} for g in sorted(group_counts)],
         )

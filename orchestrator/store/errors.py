@@ -9,6 +9,7 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     ├── StoreClosedError        the store was used after close()
     ├── StoreWriteError         a write failed; the message names the rollout and the cause
     ├── ClaimExpiredError       ack/release of a claim that expired and was re-claimed
+    ├── RunBusyError            a SQLite run another live orchestrator holds (use PostgreSQL for several)
     └── RunNotFoundError        a run id the store does not hold (lists the known ones)
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from gymfleet.core.errors import StoreError
 
 __all__ = [
-    "ClaimExpiredError", "RunNotFoundError", "StoreClosedError", "StoreError", "StoreOpenError",
+    "ClaimExpiredError", "RunBusyError", "RunNotFoundError", "StoreClosedError", "StoreError", "StoreOpenError",
     "StoreURLError", "StoreWriteError",
 ]
 
@@ -41,6 +42,11 @@ class StoreWriteError(StoreError):
 class ClaimExpiredError(StoreError):
     """The claim's lease ran out and the group went to another claimer: claim with a longer
     ``lease_s``, or renew before it expires."""
+
+
+class RunBusyError(StoreError):
+    """Another live orchestrator holds this SQLite run: SQLite takes one orchestrator per run; use
+    a PostgreSQL store to run several on one run."""
 
 
 class RunNotFoundError(StoreError, KeyError):

@@ -21,7 +21,18 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
+MIGRATION_LOCK = 0x67796D666C656574
+"""PostgreSQL advisory lock key held while migrating ("gymfleet" in ASCII)."""
+
+
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
-    """Brings the schema to ``revision`` (idempotent; creates every table on an empty database)."""
+    """Brings the schema to ``revision`` (idempotent; creates every table on an empty database).
+
+    On PostgreSQL, several processes opening one store at once (orchestrators sharing a run)
+    migrate one after the other under an advisory lock: the first creates the tables, the others
+    find them at head (concurrent ``CREATE TABLE`` would fail on PostgreSQL's catalog).
+    """
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         await conn.run_sync(lambda sync_conn: command.upgrade(alembic_config(sync_conn), revision))

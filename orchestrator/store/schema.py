@@ -7,7 +7,8 @@ Tables::
 
     runs          one row per run id: resolved config, status
     groups        the G samples of one task instance; completion and learner claims
-    samples       one row per (group, sample index): the work queue that survives restarts
+    samples       one row per (group, sample index): the work queue that survives restarts,
+                  each leased to the orchestrator running it
     trajectories  one row per rollout attempt, token-exact (docs/design.md, Trajectory)
 """
 
@@ -91,6 +92,11 @@ class RunRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     n_starts: Mapped[int] = mapped_column(Integer, default=1)
     """How many times the run was started (1 + restarts)."""
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """SQLite only: the orchestrator holding the run (``host:pid:token``); a second live one is
+    refused at start. None: nobody (PostgreSQL runs take any number of orchestrators)."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """When ``lease_owner``'s hold on the run runs out unless its heartbeat renews it."""
 
 
 class GroupRow(Base):
@@ -134,6 +140,12 @@ class SampleRow(Base):
     rollout_id: Mapped[str | None] = mapped_column(String(460), nullable=True)
     """The current attempt while running; the final trajectory once done."""
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The orchestrator that claimed the sample (``host:pid:token``, see ``leases.py``) and runs
+    it; None: nobody holds it."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """When the owner's lease runs out unless its heartbeat renews it; after that any
+    orchestrator may requeue (running) or claim (pending) the sample."""
 
     __table_args__ = (Index("ix_samples_run_state", "run_id", "state"),)
 

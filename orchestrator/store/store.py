@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -11,15 +12,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.orchestrator.store import bulk, claims, queries, workqueue
+from gymfleet.orchestrator.store import bulk, claims, leases, queries, workqueue
 from gymfleet.orchestrator.store.claims import Claim
-from gymfleet.orchestrator.store.engine import create_store_engine, ensure_schema, summarise_db_error
+from gymfleet.orchestrator.store.engine import create_store_engine, display_url, ensure_schema, summarise_db_error
 from gymfleet.orchestrator.store.errors import StoreClosedError, StoreOpenError, StoreWriteError
 from gymfleet.orchestrator.store.export import export_run
 from gymfleet.orchestrator.store.migrate import upgrade
 from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
 from gymfleet.orchestrator.store.schema import RunStatus
-from gymfleet.orchestrator.store.workqueue import GroupSpec, ResumeState
+from gymfleet.orchestrator.store.workqueue import GroupSpec, ResumeState, SampleClaim
 from gymfleet.orchestrator.store.writer import BatchWriter
 
 
@@ -101,7 +102,8 @@ class TrajectoryStore:
         return self._writer.fatal
 
     def add(
-        self, traj: Trajectory, *, sample_id: str | None = None, task: str = "", final: bool = True
+        self, traj: Trajectory, *, sample_id: str | None = None, task: str = "", final: bool = True,
+        keep_lease: bool = False,
     ) -> asyncio.Future[bool]:
         """Queues one finished rollout; it lands whole, in one transaction, or not at all.
 
@@ -110,6 +112,7 @@ class TrajectoryStore:
             sample_id: the work-queue sample this attempt ran (None: no work queue).
             task: task name, for queries.
             final: the attempt finishes its sample (False sends the sample back to pending).
+            keep_lease: with ``final=False``: the sample stays leased to its owner (who retries it).
 
         Returns:
             A future: True once committed and counted, False if stored but the sample had moved
@@ -117,8 +120,9 @@ class TrajectoryStore:
         """
         return self._writer.submit(
             f"trajectory {traj.rollout_id} of run {traj.run_id}",
-            lambda conn: workqueue.finish(conn, traj, sample_id=sample_id, task=task, final=final),
-            bulk.Finish(traj, sample_id, task, final),
+            lambda conn: workqueue.finish(conn, traj, sample_id=sample_id, task=task, final=final,
+                                          keep_lease=keep_lease),
+            bulk.Finish(traj, sample_id, task, final, keep_lease),
         )
 
     def create_group(self, group: GroupSpec) -> asyncio.Future[bool]:
@@ -154,12 +158,49 @@ class TrajectoryStore:
 
     # ---- runs ------------------------------------------------------------------------
 
-    async def start_run(self, run_id: str, config: dict[str, Any]) -> ResumeState:
-        """Creates the run or resumes it (in-flight samples become aborted and pending again)."""
+    async def start_run(
+        self, run_id: str, config: dict[str, Any], *, owner: str | None = None,
+        lease_s: float = workqueue.DEFAULT_LEASE_S,
+    ) -> ResumeState:
+        """Creates the run or resumes it: samples in flight that nobody holds any more become
+        aborted and pending again (see :func:`workqueue.start_run`).
+
+        Args:
+            owner: the starting orchestrator (:func:`leases.new_owner`); None: no leases.
+            lease_s: seconds its leases hold unless renewed (:meth:`renew_leases`).
+
+        Raises:
+            RunBusyError: a SQLite store, and another live orchestrator holds the run.
+        """
         self._check_open()
         await self.flush()
         async with self.engine.begin() as conn:
-            return await workqueue.start_run(conn, run_id, config)
+            return await workqueue.start_run(conn, run_id, config, owner=owner, lease_s=lease_s,
+                                             url=display_url(self.url))
+
+    async def claim_samples(
+        self, run_id: str, task: str, owner: str, n: int, lease_s: float,
+        next_groups: Callable[[int], list[GroupSpec]] | None = None, requeue: bool = True,
+    ) -> SampleClaim:
+        """Leases up to ``n`` pending samples of ``task`` to ``owner`` in one transaction, creating
+        groups from ``next_groups`` when short (see :func:`workqueue.claim_samples`)."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await workqueue.claim_samples(conn, run_id, task, owner, n, lease_s, next_groups, requeue)
+
+    async def renew_leases(self, run_id: str, owner: str, lease_s: float) -> int:
+        """Extends ``owner``'s leases on the run to ``lease_s`` seconds from now (the heartbeat);
+        returns how many samples it holds."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await leases.renew(conn, run_id, owner, lease_s)
+
+    async def release_leases(self, run_id: str, owner: str) -> int:
+        """Flushes, then gives back ``owner``'s unstarted samples and run lease (at the end of a
+        run); returns how many samples."""
+        await self.flush()
+        async with self.engine.begin() as conn:
+            return await leases.release(conn, run_id, owner)
 
     async def set_run_status(self, run_id: str, status: RunStatus) -> None:
         """Flushes, then records where the run stands."""

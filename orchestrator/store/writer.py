@@ -168,11 +168,7 @@ class BatchWriter:
         error = StoreWriteError(f"{op.label}: {summarise_db_error(value)}")
         error.__cause__ = value
         if self.fatal is None and store_is_full(value):
-            self.fatal = StoreWriteError(
-                f"the store cannot write any more ({summarise_db_error(value)}): free space on its disk (or make "
-                "it writable), then run the same command again: what it wrote is kept and the run "
-                "resumes")
-            self.fatal.__cause__ = value
+            self.fatal = store_full_error(value)
             log.info("%s", self.fatal)  # raised to the caller (the scheduler stops the run)
         elif self.fatal is None:  # after a fatal one, every write fails the same way: said once
             log.error("store write failed: %s", error)
@@ -188,6 +184,15 @@ def store_is_full(exc: BaseException) -> bool:
     disk is full", PostgreSQL's DiskFull, a read-only file), not that one write was bad."""
     text = f"{type(exc).__name__} {exc}".lower()
     return any(word in text for word in _FULL)
+
+
+def store_full_error(exc: BaseException) -> StoreWriteError:
+    """The error that stops a run whose store cannot take any more writes (``exc`` said so)."""
+    error = StoreWriteError(
+        f"the store cannot write any more ({summarise_db_error(exc)}): free space on its disk (or make "
+        "it writable), then run the same command again: what it wrote is kept and the run resumes")
+    error.__cause__ = exc
+    return error
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:

@@ -13,8 +13,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,19 +69,6 @@ def assert_one_line_error(done: subprocess.CompletedProcess[str], *needles: str)
     for needle in needles:
         assert needle in errors[0], errors[0]
     return errors[0]
-
-
-@pytest.fixture
-def pg_database(pg_url: str) -> Iterator[str]:
-    """A PostgreSQL database of this test's own (dropped afterwards), as a store URL."""
-    admin = make_url(pg_url).set(drivername="postgresql")
-    name = f"gymfleet_cli_{uuid.uuid4().hex[:10]}"
-    psql = ["psql", "-q", "-h", admin.host or "127.0.0.1", "-p", str(admin.port or 5432), "-U", admin.username or "",
-            admin.database or ""]
-    env = {**os.environ, "PGPASSWORD": admin.password or ""}
-    subprocess.run([*psql, "-c", f"CREATE DATABASE {name}"], check=True, env=env, capture_output=True)
-    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    subprocess.run([*psql, "-c", f"DROP DATABASE {name} WITH (FORCE)"], env=env, capture_output=True)
 
 
 def needs_root_mounts() -> None:
