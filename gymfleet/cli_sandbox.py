@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gymfleet.envs.errors import SandboxError
-from gymfleet.envs.sandbox import BACKENDS, _load
+from gymfleet.envs.sandbox import sweep
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes (containers, local sandboxes).")
 console = Console()
@@ -24,19 +23,11 @@ def gc(
 ) -> None:
     """Removes expired sandboxes and those whose owner process is gone (with --all: every one)."""
     total = 0
-    for name in BACKENDS:
-        try:
-            backend = _load(name)
-        except (ImportError, SandboxError) as exc:
-            console.print(f"{name}: skipped ({exc})", style="dim")
+    for result in asyncio.run(sweep(run_id=run_id, expired_only=not all_)):
+        if result.skipped:
+            console.print(f"{result.backend}: skipped ({result.skipped})", style="dim")
             continue
-        if not backend.available():
-            console.print(f"{name}: not available here, skipped", style="dim")
-            continue
-        # a backend may sweep orphans and expired sandboxes of every run when it is made (local)
-        at_start = int(getattr(backend, "swept_at_start", 0))
-        removed = at_start + asyncio.run(backend.gc(run_id=run_id, expired_only=not all_))
-        detail = f" ({at_start} orphaned or expired, of any run, in the start-up sweep)" if at_start else ""
-        console.print(f"{name}: removed {removed} sandbox(es){detail}")
-        total += removed
+        detail = f" ({result.at_start} orphaned or expired, of any run, in the start-up sweep)" if result.at_start else ""
+        console.print(f"{result.backend}: removed {result.removed} sandbox(es){detail}")
+        total += result.removed
     console.print(f"[bold]removed {total}[/]")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from dataclasses import dataclass
 from typing import Literal
 
-from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.envs.errors import SandboxError, SandboxUnavailableError
 from gymfleet.envs.sandbox.base import (
     ExecResult,
     Sandbox,
@@ -65,6 +66,40 @@ def _load(name: str) -> SandboxBackend:
     return getattr(importlib.import_module(module_name), attr)()
 
 
+@dataclass(frozen=True)
+class SweepResult:
+    """What :func:`sweep` did on one backend."""
+
+    backend: str
+    removed: int
+    """Sandboxes removed (those of the start-up sweep included)."""
+    at_start: int = 0
+    """Of which the backend's own start-up sweep removed (orphaned or expired, of any run)."""
+    skipped: str = ""
+    """Why the backend was skipped (not installed, not available here); empty when it ran."""
+
+
+async def sweep(run_id: str | None = None, expired_only: bool = True) -> list[SweepResult]:
+    """Removes, on every backend available here, the sandboxes left behind: expired ones and
+    those whose owner process is gone (``expired_only=False``: every one, live or not), of
+    ``run_id`` or of every run. Never raises for a backend that is missing: it is skipped."""
+    results = []
+    for name in BACKENDS:
+        try:
+            backend = _load(name)
+        except (ImportError, SandboxError) as exc:
+            results.append(SweepResult(name, 0, skipped=str(exc)))
+            continue
+        if not backend.available():
+            results.append(SweepResult(name, 0, skipped="not available here"))
+            continue
+        # a backend may sweep orphans and expired sandboxes of every run when it is made (local)
+        at_start = int(getattr(backend, "swept_at_start", 0))
+        removed = at_start + await backend.gc(run_id=run_id, expired_only=expired_only)
+        results.append(SweepResult(name, removed, at_start))
+    return results
+
+
 def open_sandbox(
     spec: SandboxSpec | None = None, labels: SandboxLabels | None = None, backend: str = "auto"
 ) -> Sandbox:
@@ -80,5 +115,7 @@ __all__ = [
     "SandboxLabels",
     "SandboxSpec",
     "get_backend",
+    "SweepResult",
     "open_sandbox",
+    "sweep",
 ]

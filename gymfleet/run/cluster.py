@@ -190,10 +190,11 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
         for s in shards:
             ray.kill(s, no_restart=True)
         ray.kill(learner, no_restart=True)
+        swept = _sweep_nodes(ray, run.run_id)
     timeline = GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0)
     report = build_report(Path(cfg.report_dir), "async", timeline, run.run_id)
     report["cluster"] = {"address": address, "hosts": sorted(hosts), "shards": [r.__dict__ for r in results],
-                         "learner_end": end}
+                         "learner_end": end, "sandboxes_swept": swept}
     report["run_status"] = "completed_budget" if end.get("step") == cfg.budget.max_steps else "interrupted"
     write_report(Path(cfg.report_dir), report)
     return report
@@ -225,3 +226,28 @@ def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any], wait_s: flo
         except ray.exceptions.RayError as exc:
             log.warning("a shard ended with an error: %s", exc)
     return results
+
+
+def _sweep_sandboxes(run_id: str) -> int:
+    """Runs on one node: removes the run's sandboxes there whose owner is gone (a shard killed
+    with its node's processes leaves its local sandboxes' folders and its containers)."""
+    from gymfleet.envs.sandbox import sweep
+
+    return sum(r.removed for r in asyncio.run(sweep(run_id=run_id)))
+
+
+def _sweep_nodes(ray: Any, run_id: str) -> dict[str, int]:
+    """Sweeps every live node for the run's orphaned sandboxes; per node id, how many went."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(_sweep_sandboxes)
+    refs = {n["NodeID"]: task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote(run_id) for n in ray.nodes() if n.get("Alive")}
+    swept = {}
+    for node, ref in refs.items():
+        try:
+            swept[node] = ray.get(ref, timeout=120)
+        except ray.exceptions.RayError as exc:
+            log.warning("could not sweep node %s for sandboxes: %s", node, exc)
+    return swept
+

@@ -54,6 +54,14 @@ class Collector:
     def wait(self, timeout_s: float = 300) -> int:
         return self.proc.wait(timeout=timeout_s)
 
+    def freeze_if_running(self, url: str) -> bool:
+        """Stops the process (SIGSTOP) if it is running a rollout now; True when it is stopped."""
+        self.proc.send_signal(signal.SIGSTOP)
+        if running_under(url, self) > 0:
+            return True
+        self.proc.send_signal(signal.SIGCONT)
+        return False
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)  # reaped: its pid is gone
@@ -115,6 +123,9 @@ def test_a_killed_collectors_samples_are_finished_by_its_peer_after_the_lease(
     # Both started (else b's start would requeue a's samples at once, its process being gone).
     wait_until(lambda: pg_count_ok(pg_database) >= 16 and running_under(pg_database, a) > 0
                and running_under(pg_database, b) > 0, [a, b])
+    # Killed while it runs some: frozen first, so that its rollouts cannot end between the look
+    # and the kill (on a loaded machine they did, and nothing was left in flight to abort).
+    wait_until(lambda: a.freeze_if_running(pg_database), [b])
     a.kill()
     killed_at = time.monotonic()
     held_by_a = pg(pg_database, "SELECT sample_id, state, rollout_id FROM samples "
