@@ -6,10 +6,14 @@ import asyncio
 import logging
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from gymfleet.run.config import TrainConfig
+    from gymfleet.run.heldout import PolicySource
 
 console = Console(stderr=True)
 _VERSION = re.compile(r"v?(\d+)|latest")
@@ -49,7 +53,7 @@ def heldout_command(
         raise typer.Exit(2)
 
 
-def _policy(cfg, adapter: str, fetch_dir: Path):  # type: ignore[no-untyped-def]
+def _policy(cfg: TrainConfig, adapter: str, fetch_dir: Path) -> PolicySource:
     """``adapter`` as a folder, or a version of the run's bucket fetched into ``fetch_dir``."""
     from gymfleet.core.errors import ConfigError
     from gymfleet.run.heldout import PolicySource

@@ -179,9 +179,10 @@ def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> 
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(families) + 2), 4))
     for i, policy in enumerate(policies):
         scores = [evaluation["by_family"][f].get(policy) for f in families]
-        ax.bar([k + (i - (len(policies) - 1) / 2) * width for k in range(len(families))],
-               [s["pass_at_1"] if s else 0.0 for s in scores], width,
-               yerr=[s["se"] if s else 0.0 for s in scores], capsize=3, label=policy)
+        bars = ax.bar([k + (i - (len(policies) - 1) / 2) * width for k in range(len(families))],
+                      [s["pass_at_1"] if s else 0.0 for s in scores], width,
+                      yerr=[s["se"] if s else 0.0 for s in scores], capsize=3, label=policy)
+        ax.bar_label(bars, labels=[f"{s['pass_at_1']:.2f}" if s else "" for s in scores], fontsize=8)
     ns = {f: max((s["n"] for s in evaluation["by_family"][f].values()), default=0) for f in families}
     ax.set_xticks(range(len(families)), [f"{f}\n(n={ns[f]})" for f in families])
     ax.set(ylim=(0, 1.05), ylabel=f"pass@1 (reward >= {evaluation['threshold']:g}) ± SE",

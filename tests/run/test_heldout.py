@@ -16,9 +16,10 @@ from gymfleet.cli import app
 from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.envfactory import resolve_instances
 from gymfleet.run.config import load_train_config
-from gymfleet.run.heldout import HeldOutEvaluation, PassRate, PolicySource, binomial_se
+from gymfleet.run.heldout import HeldOutEvaluation, PassRate, PolicySource, binomial_se, run_policies
 from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.run.verdict import no_learning_reason, require_learning_failure
+from gymfleet.trainer import AdapterBucket
 from tests.e2e.train_helpers import tiny_train_config
 from tests.orchestrator.fakes import SlowEchoEnv
 
@@ -118,3 +119,16 @@ def test_the_default_config_holds_out_instances_it_never_trains_on() -> None:
     for family, ids in cfg.heldout.instances.items():
         assert set(ids) <= set(tasks[family].exclude_instances)
         assert not set(ids) & set(tasks[family].instances or [])
+
+
+def test_the_policies_of_a_run_are_base_warm_start_and_newest(tmp_path: Path) -> None:
+    bucket = AdapterBucket(str(tmp_path / "bucket"), "r")
+    assert run_policies(bucket, tmp_path / "fetched") == [PolicySource("base")]
+    files = tmp_path / "adapter"
+    files.mkdir()
+    (files / "adapter_config.json").write_text("{}")
+    bucket.publish(1, files, {"warm_start": {"epoch_losses": [1.0]}})
+    bucket.publish(2, files, {"step": 1})
+    base, warm, final = run_policies(bucket, tmp_path / "fetched")
+    assert (base.name, warm.name, warm.version, final.name, final.version) == ("base", "warm_start", 1, "final", 2)
+    assert Path(final.adapter, "adapter_config.json").is_file()
