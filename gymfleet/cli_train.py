@@ -29,6 +29,9 @@ def train_command(
     cluster: Annotated[str | None, typer.Option(
         help="Place the roles on a Ray cluster: auto (the cluster this machine joined) or ray://HOST:PORT; "
              "the config's cluster: section says where each role goes (docs/cluster.md).")] = None,
+    require_learning: Annotated[bool, typer.Option(
+        "--require-learning", help="Exit 3 when no learner step was made, or when the held-out evaluation "
+                                   "(heldout.enabled) finds the final adapter's pass@1 no better than the base's.")] = False,
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config
@@ -55,7 +58,18 @@ def train_command(
         + _not_loaded(r),
         markup=False, highlight=False,
     )
+    for line in _evaluation_lines(r):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if r.get("no_learning"):
+        console.print(r["no_learning"], markup=False, highlight=False, soft_wrap=True)
     print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
+    if require_learning:
+        from gymfleet.run.verdict import require_learning_failure
+
+        failed = require_learning_failure(r)
+        if failed is not None:
+            console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
+            raise typer.Exit(3)
     if outcome.learner_exitcode not in (0, None):
         console.print(Text("the learner process died ", style="red") + Text(
             f"(exit code {outcome.learner_exitcode}, see learner.log in the report folder); "
@@ -67,3 +81,14 @@ def _not_loaded(report: dict) -> str:
     """The summary's note on adapter versions the engines skipped (empty when none was)."""
     skipped = [f"v{f['version']}" for f in report["adapter_load_failures"]]
     return f"; adapter versions not loaded: {', '.join(skipped)} (engines serve v{report['served_version']})" if skipped else ""
+
+
+def _evaluation_lines(report: dict) -> list[str]:
+    """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...`` per family."""
+    evaluation = report.get("evaluation")
+    if not evaluation:
+        return []
+    head = f"held-out pass@1 (reward >= {evaluation['threshold']:g}) "
+    return [head + f"{family}: " + ", ".join(f"{name} {s['pass_at_1']:.3f} ± {s['se']:.3f} (n={s['n']})"
+                                            for name, s in by_policy.items())
+            for family, by_policy in evaluation["by_family"].items()]

@@ -45,6 +45,9 @@ class TaskConfig(StrictModel):
     """A text file of instance ids, one a line (``#`` comments); used when ``instances`` is None."""
     max_instances: int | None = Field(default=None, ge=1)
     """Keep only the first N instances."""
+    exclude_instances: list[str] = Field(default_factory=list)
+    """Instance ids this task never runs, removed before ``max_instances`` cuts the list (a training
+    run fills it with the task's held-out instances, ``heldout:`` in docs/train.md)."""
     weight: float = Field(default=1.0, ge=0.0)
     """Share of completed rollouts, relative to the other tasks' weights (changeable live)."""
     group_size: int = Field(default=4, ge=1)

@@ -78,7 +78,7 @@ def _read_ids(task: TaskConfig) -> list[str]:
 
 async def resolve_instances(task: TaskConfig, make: EnvFactory) -> list[str]:
     """The instance ids ``task`` runs: ``instances``, else ``instances_file``, else the env's
-    own list; cut to ``max_instances``.
+    own list; less ``exclude_instances``; cut to ``max_instances``.
 
     Raises:
         ConfigError: the env lists no instances, or the config names ones it does not have.
@@ -100,6 +100,9 @@ async def resolve_instances(task: TaskConfig, make: EnvFactory) -> list[str]:
             f"task {task.name}: instances {unknown[:5]} are not in {task.env_id} "
             f"(it has {len(available)}, e.g. {available[:3]}); fix `instances:`"
         )
+    if task.exclude_instances:
+        excluded = set(task.exclude_instances)
+        ids = [i for i in ids if i not in excluded]
     if task.max_instances is not None:
         ids = ids[: task.max_instances]
     if not ids:

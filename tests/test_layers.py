@@ -68,3 +68,14 @@ def test_no_module_outside_the_trainer_imports_its_internals(module: str) -> Non
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "gymfleet.envs", "gymfleet.orchestrator")))
 def test_envs_and_orchestrator_never_import_the_app(module: str) -> None:
     assert {i for i in _imports(MODULES[module]) if _within(i, "gymfleet.run", "gymfleet.trainer")} == set()
+
+
+def test_the_verdict_reads_only_the_report() -> None:
+    """``gymfleet.run.verdict`` judges a run from its report dict alone (so a report read back from
+    disk, or one from ``train --cluster``, is judged the same way)."""
+    assert _imports(MODULES["gymfleet.run.verdict"]) == set()
+
+
+def test_the_heldout_evaluation_never_imports_the_job() -> None:
+    """``gymfleet eval heldout`` runs the held-out evaluation without the training job."""
+    assert {i for i in _imports(MODULES["gymfleet.run.heldout"]) if _within(i, "gymfleet.run.job")} == set()

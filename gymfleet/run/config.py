@@ -2,7 +2,7 @@
 
 The file is a :class:`~gymfleet.orchestrator.config.RunConfig` (the collection, exactly as
 ``gymfleet collect`` reads it) plus the training keys ``learner``, ``bucket``, ``mode``,
-``budget``, ``report_dir``, ``watch_interval_s`` and ``warmstart``; ``KEY.PATH=VALUE``
+``budget``, ``report_dir``, ``watch_interval_s``, ``warmstart`` and ``heldout``; ``KEY.PATH=VALUE``
 overrides apply to the whole document. Tasks cycle over their instances for as long as the
 budget lasts unless they set ``passes`` themselves.
 
@@ -27,7 +27,7 @@ from gymfleet.run.threads import split_threads, usable_cpus
 from gymfleet.trainer import LearnerConfig, SFTConfig
 
 TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads",
-              "engine_threads", "adapter_load", "cluster", "warmstart")
+              "engine_threads", "adapter_load", "cluster", "warmstart", "heldout")
 
 
 class BudgetConfig(StrictModel):
@@ -98,6 +98,34 @@ class WarmStartConfig(SFTConfig):
     """Instances per task that get demonstrations (the first ones of the task's list); None: all."""
 
 
+class HeldOutConfig(StrictModel):
+    """Held-out evaluation of the run's policies (docs/train.md, Held-out evaluation).
+
+    Each task named in ``instances`` is evaluated on those instance ids, which the training tasks
+    never run (they are added to the task's ``exclude_instances``). Every policy is scored with
+    the same rollout ids and sampling seeds, so the comparison of base, warm start and final
+    adapter is paired.
+    """
+
+    enabled: bool = False
+    """``gymfleet train`` evaluates the policies that exist (base model, warm-start version, final
+    version) on the held-out instances at the end of the run and writes the report's
+    ``evaluation`` section. ``gymfleet eval heldout`` runs whatever this says."""
+    instances: dict[str, list[str]] = Field(default_factory=dict)
+    """Held-out instance ids per task name (a task left out here is not evaluated)."""
+    samples_per_instance: int = Field(2, ge=1)
+    """Rollouts per held-out instance and policy (n = instances x samples_per_instance)."""
+    seed: int = 0
+    """Sampling seed base of the evaluation rollouts (the same for every policy: paired)."""
+    pass_threshold: float = 1.0
+    """A rollout passes when its reward is >= this (pass@1 is the fraction that pass)."""
+    base_first: bool = False
+    """Evaluate the base model before the warm start and the learner start (costs time up front;
+    off: it is evaluated at the end with the others, on the same seeds, hence the same scores)."""
+    max_in_flight: int = Field(4, ge=1)
+    """Evaluation rollouts at once."""
+
+
 class TrainConfig(StrictModel):
     """A whole training run."""
 
@@ -128,6 +156,8 @@ class TrainConfig(StrictModel):
     """Where the roles go with ``gymfleet train --cluster`` (unused on one machine)."""
     warmstart: WarmStartConfig = Field(default_factory=WarmStartConfig)
     """The warm start from demonstrations (``gymfleet sft``; before ``train`` when enabled)."""
+    heldout: HeldOutConfig = Field(default_factory=HeldOutConfig)
+    """Held-out evaluation of the base model, the warm-start and the final adapter."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -148,7 +178,25 @@ class TrainConfig(StrictModel):
         # the start-up parity check scores replicas in the learner's own dtype
         self.run.policy.parity.dtype = self.learner.model.dtype
         self._split_threads()
+        self._hold_out()
         return self
+
+    def _hold_out(self) -> None:
+        """Keeps the training tasks off the held-out instances (their ``exclude_instances``)."""
+        tasks = {t.name: t for t in self.run.tasks}
+        for name, ids in self.heldout.instances.items():
+            task = tasks.get(name)
+            if task is None:
+                raise ValueError(f"heldout.instances names task {name!r}, which the run does not have "
+                                 f"(tasks: {sorted(tasks)}); use one of those names")
+            if not ids:
+                raise ValueError(f"heldout.instances.{name} is empty: list instance ids, or drop the task")
+            trained = sorted(set(task.instances or []) & set(ids))
+            if trained:
+                raise ValueError(f"task {name} lists held-out instances {trained[:5]} in its instances: a held-out "
+                                 f"instance is never trained on; remove them from tasks[{name}].instances or from "
+                                 f"heldout.instances.{name}")
+            task.exclude_instances = sorted(set(task.exclude_instances) | set(ids))
 
     def _split_threads(self) -> None:
         """Sets the learner's and the in-process engines' torch threads on purpose (not torch's

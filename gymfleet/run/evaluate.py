@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gymfleet.core.records import RolloutStatus
-from gymfleet.orchestrator.config import RunConfig, TaskConfig
+from gymfleet.orchestrator.config import PolicyConfig, RunConfig, TaskConfig
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.run.collection import collect
 
@@ -29,7 +29,7 @@ class EvalResult:
 
 async def evaluate(
     task: TaskConfig, instances: list[str], workdir: Path, *, adapter: str | None = None, name: str = "eval",
-    samples_per_instance: int = 1, max_in_flight: int = 8, seed: int = 0,
+    samples_per_instance: int = 1, max_in_flight: int = 8, seed: int = 0, policy: PolicyConfig | None = None,
 ) -> EvalResult:
     """Mean reward of the base model (``adapter=None``) or of a PEFT adapter folder on ``instances``.
 
@@ -40,14 +40,17 @@ async def evaluate(
         adapter: a PEFT adapter folder (a bucket version's path), or None for the base model.
         samples_per_instance: rollouts per instance.
         seed: the sampling seed base (keep it equal across the runs being compared).
+        policy: the model and engines to sample with (a training run's ``policy``; its own
+            ``adapter`` is replaced by ``adapter``); None: the default embedded model.
     """
     run_id = "heldout"  # the same run id (hence the same rollout ids and seeds) for every policy compared
     task = task.model_copy(update={"instances": list(instances), "max_instances": None, "passes": 1,
+                                   "exclude_instances": [],
                                    "group_size": samples_per_instance, "name": task.name})
     config = RunConfig.model_validate({
         "run_id": run_id, "store": str(Path(workdir) / f"{name}.db"),
         "metrics_path": str(Path(workdir) / f"{name}.metrics.jsonl"), "max_in_flight": max_in_flight,
-        "seed": seed, "policy": {"adapter": adapter} if adapter else {}, "tasks": [task.model_dump()],
+        "seed": seed, "policy": _policy(policy, adapter), "tasks": [task.model_dump()],
     })
     await collect(config, console=Console(stderr=True, quiet=True), live=False)
     async with await TrajectoryStore.open(config.store) as store:
@@ -55,3 +58,9 @@ async def evaluate(
     rewards = [r.trajectory.reward for r in rows if r.trajectory.status.trains
                and r.trajectory.status is not RolloutStatus.aborted]
     return EvalResult(sum(rewards) / max(len(rewards), 1), len(rewards), rewards)
+
+
+def _policy(policy: PolicyConfig | None, adapter: str | None) -> PolicyConfig | dict[str, object]:
+    if policy is None:
+        return {"adapter": adapter} if adapter else {}
+    return policy.model_copy(update={"adapter": adapter})

@@ -37,8 +37,10 @@ from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
+from gymfleet.run.heldout import BASE, HeldOutEvaluation, evaluate_heldout, run_policies
 from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.run.threads import usable_cpus
+from gymfleet.run.verdict import no_learning_reason
 from gymfleet.run.warmstart import warm_start_if_new
 from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
 
@@ -173,7 +175,11 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     ``error`` saying why.
 
     With ``warmstart.enabled`` on a run whose bucket is empty, the warm start
-    (:mod:`gymfleet.run.warmstart`) publishes version 1 first.
+    (:mod:`gymfleet.run.warmstart`) publishes version 1 first. With ``heldout.enabled``, the
+    base model, the warm-start and the final version are evaluated on the held-out instances at
+    the end (the base first with ``heldout.base_first``): the report's ``evaluation`` section
+    (:mod:`gymfleet.run.heldout`). The report's ``no_learning`` says why no learner step was made
+    (None when one was).
 
     Raises:
         TrainError: the run stopped on a GymfleetError (a task's env or instances, the policy,
@@ -183,6 +189,9 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
+    evaluation = None
+    if cfg.heldout.enabled and cfg.heldout.base_first:  # before anything trains
+        evaluation = await evaluate_heldout(cfg, [BASE], _heldout_dir(cfg), console)
     await warm_start_if_new(cfg, console)  # warmstart.enabled on a new run: v1 from demonstrations
     job = _Job(cfg, console)
     exitcode, ended, failure = None, None, None
@@ -203,16 +212,33 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
         "cpus": usable_cpus(), "learner": report.pop("learner_torch_threads") or cfg.learner_threads,
         "engines": {e.name: e.n_threads for e in cfg.run.policy.engines if isinstance(e, TransformersEngineConfig)}}
     report["run_status"] = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
+    report["budget"] = cfg.budget.model_dump(mode="json")
     if failure is not None:
         report["run_status"], report["error"] = "failed", f"{type(failure).__name__}: {failure}"
     elif isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
         report["error"] = f"{type(ended).__name__}: {ended}"  # a bug: reported, then raised below
+    elif cfg.heldout.enabled and not job.signalled:
+        report["evaluation"] = (await _evaluate_end(cfg, job, console, evaluation)).as_dict()
+    report["no_learning"] = no_learning_reason(report)
     path = write_report(Path(cfg.report_dir), report)
     if isinstance(ended, BaseException) and failure is None and not isinstance(ended, asyncio.CancelledError):
         raise ended
     if failure is not None:
         raise TrainError(f"the training run stopped: {failure}; the report, with this reason, is at {path}") from failure
     return JobOutcome(path, exitcode, report)
+
+
+def _heldout_dir(cfg: TrainConfig) -> Path:
+    return Path(cfg.report_dir) / "heldout"
+
+
+async def _evaluate_end(cfg: TrainConfig, job: _Job, console: Console,
+                        known: HeldOutEvaluation | None) -> HeldOutEvaluation:
+    """The held-out evaluation of every policy the run has (the base, if not done first)."""
+    policies = await asyncio.to_thread(run_policies, job.bucket, _heldout_dir(cfg) / "adapters")
+    console.print(f"held-out evaluation of {', '.join(p.name for p in policies)} on "
+                  f"{sum(map(len, cfg.heldout.instances.values()))} instances", markup=False, highlight=False)
+    return await evaluate_heldout(cfg, policies, _heldout_dir(cfg), console, known)
 
 
 async def _run(job: _Job, cfg: TrainConfig, console: Console, live: bool | None,

@@ -4,8 +4,10 @@ Inputs: ``learner.jsonl`` (one line per learner step, written by :mod:`gymfleet.
 and the orchestrator side's :class:`GenerationTimeline` (adapter loads, time generation waited).
 Outputs in the report folder: ``report.json``, ``reward.png`` (reward per task over time),
 ``learner.png`` (loss, masked fraction, mean ratio, KL per step), ``staleness.png`` (histogram of
-sample lag in policy versions) and ``idle.png`` (time the learner waited for data and time
-generation waited for the learner).
+sample lag in policy versions), ``idle.png`` (time the learner waited for data and time
+generation waited for the learner) and, when the report has an ``evaluation`` section
+(:mod:`gymfleet.run.heldout`), ``heldout.png`` (held-out pass@1 of base, warm start and final
+per task family, with binomial standard-error bars).
 """
 
 from __future__ import annotations
@@ -160,6 +162,33 @@ def _plots(report_dir: Path, report: dict[str, Any]) -> None:
            [report["learner_idle_s"], report["generation_idle_s"]])
     ax.set(ylabel="seconds", title=f"idle time of {report['wall_s']:.0f} s ({report['mode']})")
     _save(fig, report_dir / "idle.png")
+    if report.get("evaluation"):
+        _heldout_plot(report_dir, report["run_id"], report["evaluation"])
+
+
+POLICY_ORDER = ("base", "warm_start", "final")
+
+
+def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> None:
+    """``heldout.png``: pass@1 per family, one bar per policy side by side, ± 1 SE."""
+    import matplotlib.pyplot as plt
+
+    families = list(evaluation["by_family"])
+    policies = [p for p in POLICY_ORDER if any(p in evaluation["by_family"][f] for f in families)]
+    width = 0.8 / max(len(policies), 1)
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(families) + 2), 4))
+    for i, policy in enumerate(policies):
+        scores = [evaluation["by_family"][f].get(policy) for f in families]
+        bars = ax.bar([k + (i - (len(policies) - 1) / 2) * width for k in range(len(families))],
+                      [s["pass_at_1"] if s else 0.0 for s in scores], width,
+                      yerr=[s["se"] if s else 0.0 for s in scores], capsize=3, label=policy)
+        ax.bar_label(bars, labels=[f"{s['pass_at_1']:.2f}" if s else "" for s in scores], fontsize=8)
+    ns = {f: max((s["n"] for s in evaluation["by_family"][f].values()), default=0) for f in families}
+    ax.set_xticks(range(len(families)), [f"{f}\n(n={ns[f]})" for f in families])
+    ax.set(ylim=(0, 1.05), ylabel=f"pass@1 (reward >= {evaluation['threshold']:g}) ± SE",
+           title=f"{run_id}: held-out pass@1")
+    ax.legend()
+    _save(fig, report_dir / "heldout.png")
 
 
 def _save(fig: Any, path: Path) -> None:

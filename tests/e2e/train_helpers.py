@@ -40,17 +40,19 @@ def tiny_train_config(tmp_path: Path, run_id: str, **train: Any) -> Path:
     return path
 
 
-def train_process(config: Path, *overrides: str) -> subprocess.Popen[str]:
-    """Starts ``gymfleet train CONFIG`` (the CLI's own entry point) in a subprocess."""
-    cmd = [sys.executable, "-m", "gymfleet.cli", "train", str(config), "--no-progress"]
+def train_process(config: Path, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    """Starts ``gymfleet train CONFIG`` (the CLI's own entry point) in a subprocess; ``overrides``
+    go as ``--set``, ``flags`` (``--require-learning``) as they are."""
+    cmd = [sys.executable, "-m", "gymfleet.cli", "train", str(config), "--no-progress", *flags]
     for o in overrides:
         cmd += ["--set", o]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def run_train(config: Path, *overrides: str, timeout_s: float = 400) -> tuple[int, str]:
+def run_train(config: Path, *overrides: str, timeout_s: float = 400,
+              flags: tuple[str, ...] = ()) -> tuple[int, str]:
     """Runs ``gymfleet train`` to the end; returns its exit code and output."""
-    proc = train_process(config, *overrides)
+    proc = train_process(config, *overrides, flags=flags)
     out, _ = proc.communicate(timeout=timeout_s)
     return proc.returncode, out

@@ -1,0 +1,195 @@
+"""Held-out evaluation of a training run's policies: pass@1 per task family with its standard error.
+
+The policies are the base model, the warm-start version (the bucket's version whose
+``meta.json`` carries ``warm_start``) and the final version (the bucket's newest), each that
+exists. Every one runs :func:`gymfleet.run.evaluate.evaluate` on the ``heldout:`` instances
+(:class:`~gymfleet.run.config.HeldOutConfig`) with the same rollout ids and seeds, so the
+comparison is paired. A rollout passes when its reward is >= ``pass_threshold`` (default 1.0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from gymfleet.core.errors import GymfleetError
+from gymfleet.run.config import TrainConfig
+from gymfleet.run.evaluate import evaluate
+from gymfleet.trainer import AdapterBucket
+
+POLICIES = ("base", "warm_start", "final")
+"""The policies compared, in the report's order."""
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of a pass rate ``p`` measured on ``n`` independent rollouts.
+
+    ``sqrt(p (1 - p) / n)``: the binomial standard error of a proportion, i.e. the standard
+    error of the mean of Bernoulli scores (normal approximation; E. Miller 2024, "Adding Error
+    Bars to Evals", arXiv:2411.00640, section 2). It is 0 at p = 0 or 1, and NaN for n = 0.
+    """
+    if n <= 0:
+        return math.nan
+    return math.sqrt(p * (1.0 - p) / n)
+
+
+@dataclass(frozen=True)
+class PassRate:
+    """One policy's score on one task family's held-out instances.
+
+    Attributes:
+        pass_at_1: fraction of rollouts whose reward is >= the threshold.
+        n: rollouts scored (infrastructure failures excluded).
+        se: binomial standard error of ``pass_at_1`` (:func:`binomial_se`).
+        mean_reward: mean reward of the ``n`` rollouts.
+        n_passed: rollouts that passed.
+    """
+
+    pass_at_1: float
+    n: int
+    se: float
+    mean_reward: float
+    n_passed: int
+
+    @classmethod
+    def from_rewards(cls, rewards: list[float], threshold: float) -> PassRate:
+        """Scores ``rewards``; an empty list gives n = 0 and NaN rates."""
+        n = len(rewards)
+        passed = sum(r >= threshold for r in rewards)
+        p = passed / n if n else math.nan
+        return cls(p, n, binomial_se(p, n), sum(rewards) / n if n else math.nan, passed)
+
+    def describe(self) -> str:
+        """``0.250 ± 0.153 (n=8)``."""
+        return f"{self.pass_at_1:.3f} ± {self.se:.3f} (n={self.n})"
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """A policy to evaluate: ``adapter`` is a PEFT folder (None: the base model)."""
+
+    name: str
+    adapter: str | None = None
+    version: int | None = None
+
+
+BASE = PolicySource("base")
+
+
+@dataclass
+class HeldOutEvaluation:
+    """The held-out scores of a run: ``scores[family][policy]``.
+
+    Attributes:
+        threshold: the reward a rollout needs to pass.
+        samples_per_instance: rollouts per instance and policy.
+        seed: the sampling seed base shared by every policy.
+        instances: held-out instance ids per family.
+        policies: what was evaluated (name, adapter folder, bucket version).
+        scores: pass rate per family, per policy name.
+        errors: families that could not be evaluated (their service is missing here...), with why.
+    """
+
+    threshold: float
+    samples_per_instance: int
+    seed: int
+    instances: dict[str, list[str]]
+    policies: list[PolicySource] = field(default_factory=list)
+    scores: dict[str, dict[str, PassRate]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report's ``evaluation`` section."""
+        return {
+            "metric": f"pass@1: fraction of rollouts with reward >= {self.threshold}; "
+                      "se = sqrt(p(1-p)/n), the binomial standard error",
+            "threshold": self.threshold, "samples_per_instance": self.samples_per_instance, "seed": self.seed,
+            "instances": self.instances, "policies": [asdict(p) for p in self.policies],
+            "by_family": {family: {name: asdict(score) for name, score in by_policy.items()}
+                          for family, by_policy in self.scores.items()},
+            "errors": dict(self.errors),
+        }
+
+    def lines(self) -> list[str]:
+        """One line per family: ``echo: base 0.250 ± 0.153 (n=8), final 0.500 ± 0.177 (n=8)``."""
+        return [f"{family}: " + ", ".join(f"{name} {by_policy[name].describe()}"
+                                          for name in POLICIES if name in by_policy)
+                for family, by_policy in self.scores.items()] + [
+            f"{family}: not evaluated: {error}" for family, error in self.errors.items()]
+
+
+def run_policies(bucket: AdapterBucket, fetch_dir: Path) -> list[PolicySource]:
+    """The base model, the warm-start version and the newest version of ``bucket`` (those that
+    exist), the versions fetched into ``fetch_dir``.
+
+    Raises:
+        BucketError: a committed version cannot be read or fetched.
+    """
+    policies = [BASE]
+    versions = bucket.versions()
+    warm = next((v for v in versions if "warm_start" in bucket.get(v).meta), None)
+    if warm is not None:
+        policies.append(PolicySource("warm_start", str(bucket.fetch(warm, fetch_dir)), warm))
+    if versions:
+        newest = max(versions)
+        policies.append(PolicySource("final", str(bucket.fetch(newest, fetch_dir)), newest))
+    return policies
+
+
+async def evaluate_heldout(cfg: TrainConfig, policies: list[PolicySource], workdir: Path,
+                           console: Console | None = None,
+                           known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
+    """Scores ``policies`` on every family of ``cfg.heldout.instances``.
+
+    Args:
+        cfg: the training run (its tasks, policy model and ``heldout`` section).
+        policies: from :func:`run_policies` (or one adapter folder, for ``gymfleet eval heldout``).
+        workdir: where each evaluation's store goes (``workdir/<policy>-<family>.db``, replaced).
+        console: where one line per evaluation goes (None: quiet).
+        known: scores measured earlier in this run (the base, with ``base_first``): kept, not rerun.
+
+    A family whose evaluation fails on a GymfleetError (its service is missing on this machine, its
+    instances are wrong) is recorded in ``errors`` and skipped; the others go on.
+    """
+    held = cfg.heldout
+    out = known or HeldOutEvaluation(held.pass_threshold, held.samples_per_instance, held.seed,
+                                     {k: list(v) for k, v in held.instances.items()})
+    tasks = {t.name: t for t in cfg.run.tasks}
+    by_adapter: dict[str | None, str] = {}
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    for policy in policies:
+        if policy.name not in {p.name for p in out.policies}:
+            out.policies.append(policy)
+        for family, ids in held.instances.items():
+            if family in out.errors:
+                continue
+            scores = out.scores.setdefault(family, {})
+            if policy.name in scores:
+                continue
+            same = by_adapter.get(policy.adapter)  # the final version is the warm start: one run
+            if same is not None and same in scores:
+                scores[policy.name] = scores[same]
+                continue
+            name = f"{policy.name}-{family}"
+            for suffix in (".db", ".metrics.jsonl"):
+                Path(workdir, name + suffix).unlink(missing_ok=True)
+            try:
+                result = await evaluate(tasks[family], ids, Path(workdir), adapter=policy.adapter, name=name,
+                                        samples_per_instance=held.samples_per_instance,
+                                        max_in_flight=held.max_in_flight, seed=held.seed, policy=cfg.run.policy)
+            except GymfleetError as exc:
+                out.errors[family] = f"{type(exc).__name__}: {exc}"
+                out.scores.pop(family, None)
+                if console is not None:
+                    console.print(f"held-out {family}: not evaluated: {exc}", markup=False, highlight=False)
+                continue
+            scores[policy.name] = PassRate.from_rewards(result.rewards, held.pass_threshold)
+            if console is not None:
+                console.print(f"held-out {family} {policy.name}: pass@1 {scores[policy.name].describe()}",
+                              markup=False, highlight=False)
+        by_adapter.setdefault(policy.adapter, policy.name)
+    return out

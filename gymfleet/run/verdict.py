@@ -1,0 +1,62 @@
+"""Did a training run learn? One line saying why it trained nothing, and ``--require-learning``'s check.
+
+Both read only the report dict (:func:`gymfleet.run.report.build_report` plus the job's fields:
+``learner_exitcode``, ``budget``, ``error`` and the held-out ``evaluation`` section).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def no_learning_reason(report: dict[str, Any]) -> str | None:
+    """Why the run made no learner step (this start), in one line; None when it made one."""
+    if report.get("n_steps", 0) > 0:
+        return None
+    if report.get("error"):
+        return f"no learner step: the run stopped on {report['error']}"
+    exitcode = report.get("learner_exitcode")
+    if exitcode not in (0, None):
+        return f"no learner step: the learner process died (exit code {exitcode}, see learner.log)"
+    wall = (report.get("budget") or {}).get("max_wall_s")
+    within = f" in max_wall_s ({wall:g} s)" if wall else ""
+    if "learner_device" in report and report["learner_device"] is None:  # no "start" row in learner.jsonl
+        return (f"no learner step: the learner was not up yet (still loading the model) when the run ended{within}; "
+                "raise budget.max_wall_s")
+    zero = report.get("zero_variance_groups", 0)
+    if zero:
+        return (f"no learner step: every claimed group had zero reward variance ({zero} groups): all rollouts of "
+                "a group earned the same reward; a warm start (warmstart.enabled) or easier instances give "
+                "groups that disagree")
+    if report.get("n_claims_all_dropped", 0):
+        return (f"no learner step: every claim's groups were dropped ({report['n_claims_all_dropped']} claims; "
+                "see steps[].filter in report.json: too stale or too long)")
+    failures = report.get("adapter_load_failures") or []
+    if failures:
+        return f"no learner step: the engines loaded no adapter ({len(failures)} versions failed to load)"
+    return f"no learner step: generation produced no complete group{within}; raise budget.max_wall_s"
+
+
+def require_learning_failure(report: dict[str, Any]) -> str | None:
+    """Why ``gymfleet train --require-learning`` fails (exit 3); None when the run learned.
+
+    It fails when no learner step was made, or when the held-out evaluation ran and the final
+    adapter's pass@1, pooled over the families (passes / rollouts), does not exceed the base
+    model's (the task families' lines name each). Without an ``evaluation`` section only the
+    learner steps are checked.
+    """
+    reason = no_learning_reason(report)
+    if reason is not None:
+        return reason
+    evaluation = report.get("evaluation") or {}
+    families = evaluation.get("by_family") or {}
+    pairs = [(f, s["base"], s["final"]) for f, s in families.items() if "base" in s and "final" in s]
+    if not pairs:
+        return None
+    base = sum(b["n_passed"] for _, b, _ in pairs) / max(sum(b["n"] for _, b, _ in pairs), 1)
+    final = sum(x["n_passed"] for _, _, x in pairs) / max(sum(x["n"] for _, _, x in pairs), 1)
+    if final > base:
+        return None
+    detail = ", ".join(f"{f} {x['pass_at_1']:.3f} vs {b['pass_at_1']:.3f}" for f, b, x in pairs)
+    return (f"the final adapter's held-out pass@1 {final:.3f} does not exceed the base model's {base:.3f} "
+            f"(final vs base: {detail})")

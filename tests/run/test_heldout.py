@@ -1,0 +1,134 @@
+"""Held-out evaluation: the pass@1 standard error, the report's ``evaluation`` section and PNG, the
+held-out instances kept out of training, the one-line reason a run learned nothing, and
+``gymfleet eval heldout`` on the echo config (scripted gateway: no model)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+from gymfleet.core.errors import ConfigError
+from gymfleet.orchestrator.envfactory import resolve_instances
+from gymfleet.run.config import load_train_config
+from gymfleet.run.heldout import HeldOutEvaluation, PassRate, PolicySource, binomial_se, run_policies
+from gymfleet.run.report import GenerationTimeline, build_report, write_report
+from gymfleet.run.verdict import no_learning_reason, require_learning_failure
+from gymfleet.trainer import AdapterBucket
+from tests.e2e.train_helpers import tiny_train_config
+from tests.orchestrator.fakes import SlowEchoEnv
+
+HELDOUT = {"enabled": True, "instances": {"echo": ["w006", "w007"]}, "samples_per_instance": 2}
+
+
+def test_binomial_standard_error() -> None:
+    assert binomial_se(0.25, 8) == pytest.approx(math.sqrt(0.25 * 0.75 / 8))  # 0.153
+    assert binomial_se(0.0, 8) == 0.0 and binomial_se(1.0, 3) == 0.0 and math.isnan(binomial_se(0.0, 0))
+    score = PassRate.from_rewards([1.0, 0.5, 0.0, 1.0], threshold=1.0)
+    assert (score.pass_at_1, score.n, score.n_passed, score.mean_reward) == (0.5, 4, 2, 0.625)
+    assert score.se == pytest.approx(0.25) and score.describe() == "0.500 ± 0.250 (n=4)"
+    assert PassRate.from_rewards([0.5], threshold=0.5).pass_at_1 == 1.0
+
+
+def _evaluation() -> HeldOutEvaluation:
+    out = HeldOutEvaluation(1.0, 2, 0, {"echo": ["w006", "w007"], "coin": ["w000"]},
+                            [PolicySource("base"), PolicySource("warm_start", "/a/v1", 1), PolicySource("final", "/a/v3", 3)])
+    out.scores = {"echo": {"base": PassRate.from_rewards([0, 0, 1, 0], 1.0),
+                           "warm_start": PassRate.from_rewards([1, 0, 1, 0], 1.0),
+                           "final": PassRate.from_rewards([1, 1, 1, 0], 1.0)},
+                  "coin": {"base": PassRate.from_rewards([1, 0], 1.0), "final": PassRate.from_rewards([1, 0], 1.0)}}
+    return out
+
+
+def test_report_section_and_plot_from_fake_results(tmp_path: Path) -> None:
+    report = build_report(tmp_path, "async", GenerationTimeline(started_at=time.time()), "r")
+    report["evaluation"] = _evaluation().as_dict()
+    path = write_report(tmp_path, report)
+    section = json.loads(path.read_text())["evaluation"]
+    final = section["by_family"]["echo"]["final"]
+    assert final == {"pass_at_1": 0.75, "n": 4, "se": pytest.approx(math.sqrt(0.75 * 0.25 / 4)),
+                     "mean_reward": 0.75, "n_passed": 3}
+    assert set(section["by_family"]["coin"]) == {"base", "final"} and "reward >= 1.0" in section["metric"]
+    assert (tmp_path / "heldout.png").stat().st_size > 1000
+    assert _evaluation().lines()[0] == "echo: base 0.250 ± 0.217 (n=4), warm_start 0.500 ± 0.250 (n=4), final 0.750 ± 0.217 (n=4)"
+
+
+def test_require_learning_compares_the_final_adapter_with_the_base() -> None:
+    report = {"n_steps": 3, "evaluation": _evaluation().as_dict()}
+    assert require_learning_failure(report) is None  # pooled 4/6 > 2/6
+    report["evaluation"]["by_family"]["echo"]["final"] = report["evaluation"]["by_family"]["echo"]["base"]
+    failed = require_learning_failure(report)
+    assert failed is not None and failed.startswith("the final adapter's held-out pass@1 0.333 does not exceed")
+
+
+@pytest.mark.parametrize(("report", "start"), [
+    ({"n_steps": 0, "zero_variance_groups": 6}, "no learner step: every claimed group had zero reward variance (6 groups)"),
+    ({"n_steps": 0, "budget": {"max_wall_s": 30}}, "no learner step: generation produced no complete group in max_wall_s (30 s)"),
+    ({"n_steps": 0, "learner_exitcode": -9}, "no learner step: the learner process died (exit code -9"),
+    ({"n_steps": 0, "adapter_load_failures": [{"version": 2}]}, "no learner step: the engines loaded no adapter"),
+    ({"n_steps": 0, "learner_device": None}, "no learner step: the learner was not up yet"),
+])
+def test_a_run_that_trained_nothing_says_why(report: dict, start: str) -> None:
+    assert no_learning_reason(report).startswith(start)
+    assert require_learning_failure(report) == no_learning_reason(report)
+    assert no_learning_reason({"n_steps": 1}) is None
+
+
+async def test_the_heldout_instances_are_never_trained_on(tmp_path: Path) -> None:
+    cfg = load_train_config(tiny_train_config(tmp_path, "held", heldout=HELDOUT))
+    task = cfg.run.tasks[0]
+    assert task.exclude_instances == ["w006", "w007"]
+    trained = await resolve_instances(task, lambda: SlowEchoEnv(8))
+    assert trained == ["w000", "w001", "w002", "w003", "w004", "w005"]
+    capped = await resolve_instances(task.model_copy(update={"max_instances": 7}), lambda: SlowEchoEnv(8))
+    assert "w006" not in capped and "w007" not in capped
+
+
+def test_heldout_config_errors_name_the_fix(tmp_path: Path) -> None:
+    overlap = tiny_train_config(tmp_path, "overlap", heldout=HELDOUT)
+    with pytest.raises(ConfigError, match=r"remove them from tasks\[echo\].instances or from heldout.instances.echo"):
+        load_train_config(overlap, ["tasks.0.instances=[w000,w007]"])
+    with pytest.raises(ConfigError, match="names task 'nope', which the run does not have"):
+        load_train_config(overlap, ["heldout.instances={nope: [w000]}"])
+    with pytest.raises(ConfigError, match="heldout"):
+        load_train_config(overlap, ["heldout.sample_per_instance=2"])  # strict: a typo is refused
+
+
+def test_eval_heldout_cli_prints_pass_at_1_with_its_standard_error(tmp_path: Path) -> None:
+    config = tiny_train_config(tmp_path, "evalcli", heldout=HELDOUT,
+                               policy={"kind": "import", "factory": "tests.orchestrator.fakes:echo_gateway"})
+    adapter = tmp_path / "my-adapter"
+    adapter.mkdir()
+    done = CliRunner().invoke(app, ["eval", "heldout", str(config), "--adapter", str(adapter)])
+    assert done.exit_code == 0, done.output
+    assert "held-out pass@1 of my-adapter (a rollout passes when its reward >= 1" in done.output
+    assert "echo: pass@1 1.000 ± 0.000 (n=4), mean reward 1.000" in done.output
+    missing = CliRunner().invoke(app, ["eval", "heldout", str(config), "--adapter", "v7"])
+    assert missing.exit_code == 2 and "holds versions []" in missing.output
+
+
+def test_the_default_config_holds_out_instances_it_never_trains_on() -> None:
+    cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "train-default.yaml")
+    assert cfg.heldout.enabled and cfg.heldout.instances
+    tasks = {t.name: t for t in cfg.run.tasks}
+    for family, ids in cfg.heldout.instances.items():
+        assert set(ids) <= set(tasks[family].exclude_instances)
+        assert not set(ids) & set(tasks[family].instances or [])
+
+
+def test_the_policies_of_a_run_are_base_warm_start_and_newest(tmp_path: Path) -> None:
+    bucket = AdapterBucket(str(tmp_path / "bucket"), "r")
+    assert run_policies(bucket, tmp_path / "fetched") == [PolicySource("base")]
+    files = tmp_path / "adapter"
+    files.mkdir()
+    (files / "adapter_config.json").write_text("{}")
+    bucket.publish(1, files, {"warm_start": {"epoch_losses": [1.0]}})
+    bucket.publish(2, files, {"step": 1})
+    base, warm, final = run_policies(bucket, tmp_path / "fetched")
+    assert (base.name, warm.name, warm.version, final.name, final.version) == ("base", "warm_start", 1, "final", 2)
+    assert Path(final.adapter, "adapter_config.json").is_file()
