@@ -108,13 +108,15 @@ def run_gymfleet(args: argparse.Namespace, root: Path, console: Any) -> dict[str
     report = outcome.report
     return {"wall_s": wall, "report_wall_s": report.get("wall_s"), "samples_generated": asyncio.run(generated()),
             "samples_trained": args.steps * args.prompts_per_step * args.group_size,
-            "train_reward_by_step": [round(s["mean_reward"], 4) for s in report.get("steps", [])],
+            # one row per learner iteration; rows with n_groups 0 trained nothing (every sample too stale)
+            "train_reward_by_step": [{"step": s["step"], "n_groups": s["n_groups"], "mean_reward": round(s["mean_reward"], 4)}
+                                     for s in report.get("steps", [])],
             "checkpoints": checkpoints}
 
 
 # --------------------------------------------------------------------------- TRL
 
-def say_word_reward(completions: list[Any], word: list[str], **_: Any) -> list[float]:
+def say_word_reward(completions: list[Any], word: list[str], **_: Any) -> list[float | None]:
     """TRL reward function: the SayWord env's own reward (reset on the word, step on the reply)."""
     from tests.run.test_learning import SayWordEnv
 
@@ -125,7 +127,7 @@ def say_word_reward(completions: list[Any], word: list[str], **_: Any) -> list[f
         _, reward, *_rest = await env.step_async(text)
         return float(reward)
 
-    async def every() -> list[float]:
+    async def every() -> list[float | None]:
         return list(await asyncio.gather(*(one(w, c) for w, c in zip(word, completions))))
 
     return asyncio.run(every())
@@ -169,11 +171,11 @@ def run_trl(args: argparse.Namespace, root: Path, console: Any) -> dict[str, Any
     eval_steps = set(_eval_steps(args))
 
     class SaveAdapter(TrainerCallback):
-        def on_step_end(self, _args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step in eval_steps:
                 wall = time.time() - t0
                 path = out / f"step-{state.global_step:04d}"
-                model.save_pretrained(str(path))
+                kwargs["model"].save_pretrained(str(path))
                 checkpoints.append({"step": state.global_step, "wall_s": wall, "adapter": str(path)})
                 console.print(f"TRL step {state.global_step}: adapter saved at {wall:.1f} s")
 
@@ -260,7 +262,7 @@ def main() -> int:
     from tests.run.test_learning import ENV_ID, SayWordEnv
 
     if ENV_ID not in gymnasium.registry:
-        gymnasium.register(ENV_ID, entry_point=SayWordEnv, disable_env_checker=True)
+        gymnasium.register(ENV_ID, entry_point=SayWordEnv, disable_env_checker=True)  # type: ignore[arg-type]
     console = Console(stderr=True)
     from gymfleet.core.models import ModelSpec, resolve_model_dir
 
