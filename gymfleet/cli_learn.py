@@ -56,14 +56,16 @@ def learn_command(
     )
     stop = threading.Event()
     _stop_on_signals(stop)
+    wall = threading.Timer(cfg.budget.max_wall_s or 0.0, stop.set)
+    wall.daemon = True
     if cfg.budget.max_wall_s is not None:
-        threading.Timer(cfg.budget.max_wall_s, stop.set).start()
+        wall.start()
     console.print(f"learner of run {cfg.run.run_id}: store {display_url(cfg.run.store)}, bucket {cfg.bucket}",
                   markup=False, highlight=False)
     try:
         asyncio.run(learn(args, stop, mp.Value("i", 0), on_step=_print_step))
     finally:
-        stop.set()  # ends a wall-budget timer
+        wall.cancel()
     end = next((r for r in reversed(read_steps(report)) if r["event"] == "end"), {})
     console.print(f"learner stopped at step {end.get('step')}, policy v{end.get('version')} in {cfg.bucket}; "
                   "rerun the same command to resume", markup=False, highlight=False)

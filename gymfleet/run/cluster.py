@@ -121,10 +121,10 @@ def check_reachable(store: str, bucket: str, hosts: set[str]) -> None:
     """
     if len(hosts) <= 1:
         return
-    if "://" not in bucket or bucket.startswith("file://"):
+    if "://" not in bucket:
         raise ConfigError(f"bucket {bucket!r} is a local path, but the cluster spans {len(hosts)} hosts: give "
-                          "an fsspec URL every node reaches (s3://..., gs://..., a shared file system's mount "
-                          "given as the same path on every node is not checked: use file:// only there)")
+                          "an fsspec URL every node reaches (s3://..., gs://...), or file:///PATH for a shared "
+                          "file system mounted at PATH on every node")
     if store.startswith("sqlite") or "://" not in store:
         raise ConfigError(f"store {store!r} is a SQLite file, but the cluster spans {len(hosts)} hosts: give a "
                           "PostgreSQL URL (postgresql+asyncpg://user:password@host/db)")
@@ -181,8 +181,9 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     shard_runs = [s.run.remote() for s in shards]
     learner_run = learner.run.remote()
     end: dict[str, Any] = {}
+    wall_spent = False
     try:
-        end = _wait_learner(ray, learner_run, shard_runs, cfg.budget.max_wall_s, learner, t0)
+        end, wall_spent = _wait_learner(ray, learner_run, cfg.budget.max_wall_s, learner, t0)
     except ray.exceptions.RayError as exc:
         raise TrainError(f"the learner failed after {cl.max_restarts} restarts: {exc}") from exc
     finally:
@@ -195,21 +196,23 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     report = build_report(Path(cfg.report_dir), "async", timeline, run.run_id)
     report["cluster"] = {"address": address, "hosts": sorted(hosts), "shards": [r.__dict__ for r in results],
                          "learner_end": end, "sandboxes_swept": swept}
-    report["run_status"] = "completed_budget" if end.get("step") == cfg.budget.max_steps else "interrupted"
+    spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
+    report["run_status"] = "completed_budget" if spent else "interrupted"
     write_report(Path(cfg.report_dir), report)
     return report
 
 
-def _wait_learner(ray: Any, learner_run: Any, shard_runs: list[Any], max_wall_s: float | None,
-                  learner: Any, t0: float) -> dict[str, Any]:
-    """Waits for the learner's run to end (its budget), stopping it at ``max_wall_s``."""
+def _wait_learner(ray: Any, learner_run: Any, max_wall_s: float | None, learner: Any,
+                  t0: float) -> tuple[dict[str, Any], bool]:
+    """Waits for the learner's run to end (its step budget), stopping it once ``max_wall_s`` is
+    spent. Returns the learner's last ``end`` event and whether the wall budget stopped it."""
     stop_sent = False
     while True:
         done, _ = ray.wait([learner_run], timeout=1.0)
         if done:
-            return ray.get(learner_run)
+            return ray.get(learner_run), stop_sent
         if max_wall_s is not None and time.monotonic() - t0 > max_wall_s and not stop_sent:
-            learner.stop.remote()
+            learner.stop.remote()  # it finishes its step and publishes what it trained
             stop_sent = True
 
 

@@ -66,7 +66,8 @@ async def collect(
         progress_every_s: seconds between plain progress lines (default 10).
         follower: hot-loads the learner's new adapter versions (a shard of a training run): the
             newest before the first rollout, then every ``follow_interval_s`` seconds. A version
-            that fails to load is tried again at the next look; the previous one stays served.
+            that fails to load is retried, then skipped (:class:`BucketFollower`); the previous
+            one stays served.
         stop: once set, the run stops as on a signal (a launcher's stop, where there are no
             signals: a Ray actor).
 

@@ -28,6 +28,7 @@ def test_a_local_bucket_or_sqlite_store_is_refused_on_several_hosts() -> None:
     with pytest.raises(ConfigError, match="SQLite file.*PostgreSQL URL"):
         check_reachable("runs/x/store.db", "s3://b/runs", {"10.0.0.1", "10.0.0.2"})
     check_reachable("postgresql+asyncpg://u@db/x", "s3://b/runs", {"10.0.0.1", "10.0.0.2"})
+    check_reachable("postgresql+asyncpg://u@db/x", "file:///shared/runs", {"10.0.0.1", "10.0.0.2"})
 
 
 @pytest.fixture
