@@ -190,10 +190,13 @@ class LatencyGateway:
         return 0
 
 
-async def scheduler_bench(in_flight: int, duration_s: float, warmup_s: float, workdir: Path) -> dict[str, Any]:
+async def scheduler_bench(in_flight: int, duration_s: float, warmup_s: float, workdir: Path,
+                          store_url: str | None = None, run_id: str = "bench") -> dict[str, Any]:
+    """Part 1 (see the module docstring); ``store_url`` (default: SQLite in ``workdir``) and
+    ``run_id`` let several processes work on one run (benchmarks/shards.py)."""
     cfg = RunConfig.model_validate({
-        "run_id": "bench", "store": str(workdir / "bench.db"), "metrics_path": str(workdir / "metrics.jsonl"),
-        "max_in_flight": in_flight, "metrics_interval_s": 5,
+        "run_id": run_id, "store": store_url or str(workdir / "bench.db"),
+        "metrics_path": str(workdir / "metrics.jsonl"), "max_in_flight": in_flight, "metrics_interval_s": 5,
         "tasks": [{"name": n, "env_id": f"bench/{n}", "group_size": 8, "passes": None, "weight": w,
                    "max_turns": Latencies.max_turns, "turn_timeout_s": 600, "rollout_timeout_s": 3600}
                   for n, w in (("swe", 1), ("terminal", 2), ("browser", 1))],
@@ -233,7 +236,7 @@ async def scheduler_bench(in_flight: int, duration_s: float, warmup_s: float, wo
         scheduler.request_stop()
         scheduler.request_stop()  # abort the rest at once
         await runner
-        trajs = await store.trajectories("bench", limit=2000, status=None)
+        trajs = await store.trajectories(run_id, limit=2000, status=None)
     ok = [s.trajectory for s in trajs if s.trajectory.status.value == "ok"]
     lag = [
         (t.timings["total_s"] - t.metrics["sampled_policy_s"] - t.metrics.get("sampled_env_s", 0.0))
