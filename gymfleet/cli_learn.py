@@ -5,7 +5,6 @@ by the store URL (where orchestrator shards, `gymfleet collect`, write groups) a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import multiprocessing as mp
 import signal
@@ -31,29 +30,16 @@ def learn_command(
 ) -> None:
     """Trains the run's adapter from the groups in its store and publishes each version to its
     bucket, until the budget is spent or SIGINT/SIGTERM; rerun the same command to resume."""
-    from gymfleet.run.config import load_train_config
-    from gymfleet.run.report import read_steps
-    from gymfleet.trainer import WorkerArgs, learn
+    from gymfleet.run.config import load_train_config, url_overrides
+    from gymfleet.run.report import last_event
+    from gymfleet.trainer import learn
 
-    overrides = list(set_ or [])
-    if store:
-        overrides.append(f"store={json.dumps(store)}")
-    if bucket:
-        overrides.append(f"bucket={json.dumps(bucket)}")
-    cfg = load_train_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli_errors)
     report = Path(cfg.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if cfg.learner_threads:
-        import torch
-
-        torch.set_num_threads(cfg.learner_threads)
-    args = WorkerArgs(
-        learner=cfg.learner.model_dump(mode="json"), store_url=cfg.run.store, run_id=cfg.run.run_id,
-        bucket_url=cfg.bucket, report_dir=cfg.report_dir, max_steps=cfg.budget.max_steps,
-        min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
-    )
+    args = cfg.worker_args()
     stop = threading.Event()
     _stop_on_signals(stop)
     wall = threading.Timer(cfg.budget.max_wall_s or 0.0, stop.set)
@@ -66,7 +52,7 @@ def learn_command(
         asyncio.run(learn(args, stop, mp.Value("i", 0), on_step=_print_step))
     finally:
         wall.cancel()
-    end = next((r for r in reversed(read_steps(report)) if r["event"] == "end"), {})
+    end = last_event(report, "end")
     console.print(f"learner stopped at step {end.get('step')}, policy v{end.get('version')} in {cfg.bucket}; "
                   "rerun the same command to resume", markup=False, highlight=False)
 

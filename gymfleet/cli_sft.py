@@ -4,7 +4,6 @@ of the adapter on them, published as the run's first version (docs/train.md, War
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -26,14 +25,11 @@ def sft_command(
     """Records gold demonstrations of the config's tasks (warmstart.episodes_per_instance each),
     trains the LoRA adapter on them (warmstart.epochs) and publishes it as version 1 of the run's
     bucket; `gymfleet train` then starts GRPO from it."""
-    from gymfleet.run.config import load_train_config
+    from gymfleet.run.config import load_train_config, url_overrides
     from gymfleet.run.warmstart import run_warm_start
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    overrides = list(set_ or [])
-    overrides += [f"store={json.dumps(store)}"] if store else []
-    overrides += [f"bucket={json.dumps(bucket)}"] if bucket else []
-    cfg = load_train_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli_errors)
     if cfg.learner_threads:
         import torch
 

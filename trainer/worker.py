@@ -56,10 +56,6 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = No
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     (report / PID_FILE).write_text(str(os.getpid()))
-    if args.n_threads:
-        import torch
-
-        torch.set_num_threads(args.n_threads)
     asyncio.run(learn(args, stop, attempts, wanted))
 
 
@@ -77,7 +73,8 @@ def _counter(value: Any) -> Any:
 async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
                 on_step: Callable[[dict[str, Any]], None] | None = None) -> None:
     """The learner's loop: resumes from the bucket, then claims, trains and publishes until
-    ``args.max_steps`` or ``stop``; every step is a line of ``learner.jsonl``.
+    ``args.max_steps`` or ``stop``; every step is a line of ``learner.jsonl``. Sets this
+    process's torch threads to ``args.n_threads`` first (when given).
 
     Args:
         stop: anything with ``is_set()`` (a ``multiprocessing.Event`` or ``threading.Event``).
@@ -94,6 +91,10 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
     from gymfleet.trainer.learner import Learner, LearnerConfig
     from gymfleet.trainer.source import StoreGroupSource
 
+    if args.n_threads:
+        import torch
+
+        torch.set_num_threads(args.n_threads)
     config = LearnerConfig.model_validate(args.learner)
     async with await TrajectoryStore.open(args.store_url) as store:
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)

@@ -34,7 +34,7 @@ from gymfleet.orchestrator.scheduler import RunOutcome
 from gymfleet.run.collection import collect
 from gymfleet.run.config import ClusterConfig
 from gymfleet.run.follow import BucketFollower
-from gymfleet.run.report import GenerationTimeline, build_report, read_steps, write_report
+from gymfleet.run.report import GenerationTimeline, build_report, last_event, write_report
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +101,9 @@ class LearnerRole:
         """Trains until the budget or :meth:`stop`; returns the last ``end`` event of learner.jsonl."""
         from gymfleet.trainer import learn
 
-        if self.args.n_threads:
-            import torch
-
-            torch.set_num_threads(self.args.n_threads)
         Path(self.args.report_dir).mkdir(parents=True, exist_ok=True)
         asyncio.run(learn(self.args, self._stop, mp.Value("i", 0)))
-        return next((r for r in reversed(read_steps(Path(self.args.report_dir))) if r["event"] == "end"), {})
+        return last_event(Path(self.args.report_dir), "end")
 
     def stop(self) -> None:
         self._stop.set()
@@ -148,7 +144,6 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     except ImportError:
         raise ConfigError("--cluster needs Ray: pip install 'gymfleet[ray]'") from None
     from gymfleet.core.errors import TrainError
-    from gymfleet.trainer import WorkerArgs
 
     console = console or Console(stderr=True)
     if cfg.mode != "async":
@@ -163,11 +158,7 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     check_reachable(cfg.run.store, cfg.bucket, hosts)
     cl: ClusterConfig = cfg.cluster
     run = cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(update={"mode": "abort"})})
-    args = WorkerArgs(
-        learner=cfg.learner.model_dump(mode="json"), store_url=run.store, run_id=run.run_id,
-        bucket_url=cfg.bucket, report_dir=str(Path(cfg.report_dir).resolve()), max_steps=cfg.budget.max_steps,
-        min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
-    )
+    args = cfg.worker_args(report_dir=str(Path(cfg.report_dir).resolve()))
     restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
     learner = ray.remote(LearnerRole).options(
         name=f"gymfleet-learner-{run.run_id}", num_cpus=cl.learner_cpus, num_gpus=cl.learner_gpus,

@@ -14,6 +14,7 @@ run's ``max_staleness`` are one bound (set either).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from gymfleet.core.strict import StrictModel, unknown_key_message, validation_pr
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.threads import split_threads, usable_cpus
-from gymfleet.trainer import LearnerConfig, SFTConfig
+from gymfleet.trainer import LearnerConfig, SFTConfig, WorkerArgs
 
 TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads",
               "engine_threads", "adapter_load", "cluster", "warmstart", "heldout")
@@ -159,6 +160,19 @@ class TrainConfig(StrictModel):
     heldout: HeldOutConfig = Field(default_factory=HeldOutConfig)
     """Held-out evaluation of the base model, the warm-start and the final adapter."""
 
+    def worker_args(self, report_dir: str | None = None) -> WorkerArgs:
+        """What the learner's loop (:func:`gymfleet.trainer.learn`) needs of this run; every step
+        trains a whole step's worth of groups (``min_groups``), in both modes.
+
+        Args:
+            report_dir: where ``learner.jsonl`` goes (default ``report_dir``).
+        """
+        return WorkerArgs(
+            learner=self.learner.model_dump(mode="json"), store_url=self.run.store, run_id=self.run.run_id,
+            bucket_url=self.bucket, report_dir=report_dir or self.report_dir, max_steps=self.budget.max_steps,
+            min_groups=self.learner.groups_per_step, n_threads=self.learner_threads,
+        )
+
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
         self.bucket = fill_run_id(self.bucket, self.run.run_id)
@@ -287,4 +301,10 @@ def load_shard_config(path: str | Path, overrides: list[str] | None = None) -> t
             raise ConfigError(f"run config {path}: {validation_problems(exc)}") from exc
     train = train_config_from_dict(data, f"train config {path}")
     return train.run, train.bucket
+
+
+def url_overrides(store: str | None, bucket: str | None) -> list[str]:
+    """The ``--store``/``--bucket`` options of ``learn`` and ``sft`` as ``KEY=VALUE`` overrides
+    (quoted: a URL is not parsed as YAML)."""
+    return [f"{key}={json.dumps(url)}" for key, url in (("store", store), ("bucket", bucket)) if url]
 

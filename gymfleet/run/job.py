@@ -42,7 +42,7 @@ from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.run.threads import usable_cpus
 from gymfleet.run.verdict import no_learning_reason
 from gymfleet.run.warmstart import warm_start_if_new
-from gymfleet.trainer import AdapterBucket, WorkerArgs, learner_process
+from gymfleet.trainer import AdapterBucket, learner_process
 
 SAMPLE_S = 0.05
 LEARNER_EXIT_WAIT_S = 600.0
@@ -91,13 +91,7 @@ class _Job:
         return limit is not None and time.monotonic() - self.t0 >= limit
 
     def start_learner(self) -> None:
-        cfg = self.cfg
-        args = WorkerArgs(
-            learner=cfg.learner.model_dump(mode="json"), store_url=cfg.run.store, run_id=cfg.run.run_id,
-            bucket_url=cfg.bucket, report_dir=cfg.report_dir, max_steps=cfg.budget.max_steps,
-            # Every step trains a whole step's worth of groups, in both modes (same batch size).
-            min_groups=cfg.learner.groups_per_step, n_threads=cfg.learner_threads,
-        )
+        args = self.cfg.worker_args()
         self.proc = self.ctx.Process(target=learner_process, args=(args, self.stop, self.attempts, self.wanted),
                                      name="gymfleet-learner")
         self.proc.start()

@@ -71,6 +71,11 @@ def read_steps(report_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def last_event(report_dir: Path, event: str) -> dict[str, Any]:
+    """The newest ``event`` row of ``learner.jsonl`` ({} when there is none)."""
+    return next((r for r in reversed(read_steps(report_dir)) if r["event"] == event), {})
+
+
 def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_id: str) -> dict[str, Any]:
     """Summarises this job start's learner log and timeline into the report dict."""
     rows = [r for r in read_steps(report_dir) if r.get("t", 0) >= timeline.started_at]
