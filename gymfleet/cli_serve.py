@@ -43,6 +43,8 @@ def serve(
     max_lora_rank: int = typer.Option(16, help="vllm: largest LoRA rank accepted (1, 8, 16, 32, 64...)."),
     kv_cache_gib: int = typer.Option(1, help="vllm: KV cache in GiB."),
     cpu_ids: str | None = typer.Option(None, help="vllm: cores for its threads (e.g. 0-1; default: the first ones)."),
+    adapter_cache: str | None = typer.Option(None, help="embedded: a folder where adapters given as fsspec URLs "
+                                             "(s3://..., file://...) are copied before they load; unset: paths only."),
 ) -> None:
     """Serve one replica over HTTP (completions with token ids and logprobs, LoRA load/unload, health)."""
     if backend is Backend.vllm:
@@ -61,7 +63,10 @@ def serve(
         max_context_tokens=max_context_tokens, n_threads=threads,
     )
     engine = TransformersEngine(config)
-    uvicorn.run(build_app(engine, served_model_name), host=host, port=port, log_level="warning")
+    from pathlib import Path
+
+    cache = Path(adapter_cache) if adapter_cache else None
+    uvicorn.run(build_app(engine, served_model_name, adapter_cache=cache), host=host, port=port, log_level="warning")
 
 
 def _serve_vllm(model: str, **flags: Any) -> None:

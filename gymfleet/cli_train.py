@@ -46,6 +46,7 @@ def train_command(
         console.print(f"run {report['run_id']} on Ray: {report['run_status']}, {report['n_steps']} learner steps "
                       f"(last step {report['last_step']}), policy v{report['final_version']}, {report['wall_s']:.0f} s",
                       markup=False, highlight=False)
+        _verdict(report, require_learning)
         print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
         return
     outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
@@ -58,23 +59,29 @@ def train_command(
         + _not_loaded(r),
         markup=False, highlight=False,
     )
-    for line in _evaluation_lines(r):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if r.get("no_learning"):
-        console.print(r["no_learning"], markup=False, highlight=False, soft_wrap=True)
     print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
-    if require_learning:
-        from gymfleet.run.verdict import require_learning_failure
-
-        failed = require_learning_failure(r)
-        if failed is not None:
-            console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
-            raise typer.Exit(3)
+    _verdict(r, require_learning)
     if outcome.learner_exitcode not in (0, None):
         console.print(Text("the learner process died ", style="red") + Text(
             f"(exit code {outcome.learner_exitcode}, see learner.log in the report folder); "
             "run the same command again to resume from the bucket"))
         raise typer.Exit(3)
+
+
+def _verdict(report: dict, require_learning: bool) -> None:
+    """Prints the held-out lines and why nothing was learned (if so); with ``require_learning``,
+    exits 3 when the run shows no learning (:func:`gymfleet.run.verdict.require_learning_failure`)."""
+    for line in _evaluation_lines(report):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if report.get("no_learning"):
+        console.print(report["no_learning"], markup=False, highlight=False, soft_wrap=True)
+    if require_learning:
+        from gymfleet.run.verdict import require_learning_failure
+
+        failed = require_learning_failure(report)
+        if failed is not None:
+            console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
+            raise typer.Exit(3)
 
 
 def _not_loaded(report: dict) -> str:

@@ -4,6 +4,10 @@
   env resources, its own replicas as ``policy.engines`` says, following the bucket), on nodes that
   offer ``cluster.shard_resources`` (custom resources such as ``{sandbox: 1}``; a node says what
   it offers with ``ray start --resources='{"sandbox": 1}'``).
+* **Inference replicas** (``cluster.replicas_per_shard`` per shard; 0: none, each shard runs
+  ``policy.engines`` itself): embedded replicas (``gymfleet serve``'s app) on nodes offering
+  ``cluster.replica_resources`` (and ``cluster.replica_gpus`` GPUs), each serving one shard's
+  router over HTTP; they copy each adapter version from the bucket themselves.
 * **The learner**: ``gymfleet learn``'s loop, on a node offering ``cluster.learner_resources``
   (and ``cluster.learner_gpus`` GPUs).
 
@@ -20,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing as mp
+import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +36,8 @@ from rich.console import Console
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.config import RunConfig
+from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
 from gymfleet.orchestrator.scheduler import RunOutcome
 from gymfleet.run.collection import collect
 from gymfleet.run.config import ClusterConfig
@@ -56,11 +64,13 @@ class ShardRole:
     A threaded actor (``max_concurrency=2``): :meth:`stop` is called while :meth:`run` runs.
     """
 
-    def __init__(self, run: dict[str, Any], bucket_url: str, index: int, local_dir: str) -> None:
+    def __init__(self, run: dict[str, Any], bucket_url: str, index: int, local_dir: str,
+                 fetch_remote: bool = True) -> None:
         self.config = RunConfig.model_validate(run)
         self.bucket_url = bucket_url
         self.index = index
         self.local_dir = Path(local_dir)
+        self.fetch_remote = fetch_remote
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
@@ -84,10 +94,93 @@ async def _collect_shard(shard: ShardRole) -> ShardResult:
     shard._loop, shard._stop = asyncio.get_running_loop(), asyncio.Event()
     if shard._stopped.is_set():
         shard._stop.set()
-    follower = BucketFollower(AdapterBucket(shard.bucket_url, shard.config.run_id), shard.local_dir)
+    follower = BucketFollower(AdapterBucket(shard.bucket_url, shard.config.run_id), shard.local_dir,
+                              fetch_remote=shard.fetch_remote)
     outcome: RunOutcome = await collect(shard.config, follower=follower, stop=shard._stop)
     return ShardResult(shard.index, outcome.status.value, outcome.completed, dict(outcome.by_status),
                        [{"t": ld.t, "version": ld.version, "load_s": ld.load_s} for ld in follower.loads])
+
+
+SERVED_MODEL = "base"
+"""The base model's name on the replica actors (requests' ``model`` without an adapter)."""
+
+
+class ReplicaRole:
+    """A Ray actor: one embedded inference replica serving HTTP on its node's address
+    (``gymfleet serve``'s app, :func:`~gymfleet.orchestrator.engines.server.build_app`).
+
+    Adapters given as URLs are copied from the bucket into a folder of the replica's own, so the
+    replica needs no file system shared with its shard. Listening starts in ``__init__`` (again
+    after a restart); :meth:`address` says where once the server is up.
+    """
+
+    def __init__(self, engine: dict[str, Any], port: int = 0) -> None:
+        import ray
+        import uvicorn
+
+        from gymfleet.orchestrator.engines.server import build_app
+        from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
+
+        config = TransformersEngineConfig.model_validate(engine)
+        host = ray.util.get_node_ip_address()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        self.url = f"http://{host}:{sock.getsockname()[1]}"
+        self._engine = TransformersEngine(config)
+        app = build_app(self._engine, SERVED_MODEL,
+                        adapter_cache=Path(tempfile.mkdtemp(prefix="gymfleet-replica-adapters-")))
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
+                                        name=f"replica-{config.name}")
+        self._thread.start()
+
+    def address(self, timeout_s: float = 120.0) -> str:
+        """The replica's base URL (``http://IP:PORT``), once it accepts requests.
+
+        Raises:
+            RuntimeError: the server stopped, or did not start within ``timeout_s`` seconds.
+        """
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"replica {self.url} did not start")
+            time.sleep(0.05)
+        return self.url
+
+    def stats(self) -> dict[str, Any]:
+        """What this replica did since its (re)start: ``url``, ``generated_tokens``,
+        ``forward_passes`` and the adapters it holds now (``adapters``, names)."""
+        return {"url": self.url, "generated_tokens": self._engine.stats.n_generated_tokens,
+                "forward_passes": self._engine.stats.n_forward_passes, "adapters": sorted(self._engine.adapters)}
+
+
+def replica_engine(run: RunConfig, cl: ClusterConfig, index: int) -> dict[str, Any]:
+    """The engine config of replica actor ``index``: the run's first ``kind: transformers``
+    engine (or the default one), named ``replica-<index>``, with ``cluster.replica_cpus`` threads
+    unless it sets its own.
+
+    Raises:
+        ConfigError: ``policy.engines`` lists engines of another kind (vLLM replicas are not
+            placed as actors: launch them per shard, or list running ones).
+    """
+    others = [e.kind for e in run.policy.engines if not isinstance(e, TransformersEngineConfig)]
+    if others:
+        raise ConfigError(f"cluster.replicas_per_shard places embedded replicas, but policy.engines lists "
+                          f"{', '.join(sorted(set(others)))} engines: set cluster.replicas_per_shard: 0 (each "
+                          "shard then uses policy.engines itself), or list only kind: transformers engines")
+    engines = [e for e in run.policy.engines if isinstance(e, TransformersEngineConfig)]
+    base = engines[0] if engines else TransformersEngineConfig(source=run.policy.model)
+    return base.model_copy(update={"name": f"replica-{index}",
+                                   "n_threads": base.n_threads or max(1, int(cl.replica_cpus))}).model_dump(mode="json")
+
+
+def shard_policy_engines(urls: list[str], first: int) -> list[dict[str, Any]]:
+    """A shard's ``policy.engines`` when it uses replica actors: each URL as an HTTP replica
+    (``kind: vllm``, the API gymfleet serve speaks) that copies adapters from the bucket itself."""
+    return [VLLMEngineConfig(base_url=url, model=SERVED_MODEL, name=f"replica-{first + i}",
+                             replica_reads_urls=True).model_dump(mode="json", exclude_defaults=True)
+            | {"kind": "vllm"} for i, url in enumerate(urls)]
 
 
 class LearnerRole:
@@ -164,11 +257,13 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
         name=f"gymfleet-learner-{run.run_id}", num_cpus=cl.learner_cpus, num_gpus=cl.learner_gpus,
         resources=cl.learner_resources, **restarts).remote(args)
     local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
+    replicas, shard_runs_cfg = _place_replicas(ray, run, cl, restarts)
     shards = [ray.remote(ShardRole).options(
         name=f"gymfleet-shard-{run.run_id}-{i}", num_cpus=cl.shard_cpus, resources=cl.shard_resources,
-        **restarts).remote(run.model_dump(mode="json"), cfg.bucket, i, local_dir) for i in range(cl.shards)]
+        **restarts).remote(shard_runs_cfg[i], cfg.bucket, i, local_dir, fetch_remote=not replicas)
+        for i in range(cl.shards)]
     console.print(f"run {run.run_id} on Ray ({len(hosts)} host(s), {len(ray.nodes())} node(s)): "
-                  f"{cl.shards} shard(s), 1 learner", markup=False, highlight=False)
+                  f"{cl.shards} shard(s), {len(replicas)} replica actor(s), 1 learner", markup=False, highlight=False)
     shard_runs = [s.run.remote() for s in shards]
     learner_run = learner.run.remote()
     end: dict[str, Any] = {}
@@ -179,18 +274,49 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
         raise TrainError(f"the learner failed after {cl.max_restarts} restarts: {exc}") from exc
     finally:
         results = _stop_shards(ray, shards, shard_runs, cl.stop_wait_s)
-        for s in shards:
-            ray.kill(s, no_restart=True)
-        ray.kill(learner, no_restart=True)
+        replica_stats = _replica_stats(ray, replicas)
+        for actor in [*shards, *replicas, learner]:
+            ray.kill(actor, no_restart=True)
         swept = _sweep_nodes(ray, run.run_id)
     timeline = GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0)
     report = build_report(Path(cfg.report_dir), "async", timeline, run.run_id)
     report["cluster"] = {"address": address, "hosts": sorted(hosts), "shards": [r.__dict__ for r in results],
                          "learner_end": end, "sandboxes_swept": swept}
+    report["cluster"]["replicas"] = replica_stats
+    report["budget"] = cfg.budget.model_dump(mode="json")
     spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
     report["run_status"] = "completed_budget" if spent else "interrupted"
+    if cfg.heldout.enabled:  # on the launcher, as `gymfleet eval heldout` would
+        from gymfleet.run.job import evaluate_end
+
+        report["evaluation"] = asyncio.run(evaluate_end(cfg, console)).as_dict()
+    from gymfleet.run.verdict import no_learning_reason
+
+    report["no_learning"] = no_learning_reason(report)
     write_report(Path(cfg.report_dir), report)
     return report
+
+
+def _place_replicas(ray: Any, run: RunConfig, cl: ClusterConfig,
+                    restarts: dict[str, Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Starts ``cl.replicas_per_shard`` replica actors per shard and waits until they serve;
+    returns them and each shard's run config (its ``policy.engines`` the replicas' URLs when
+    there are replicas, else the run's own)."""
+    if not cl.replicas_per_shard:
+        return [], [run.model_dump(mode="json")] * cl.shards
+    n = cl.shards * cl.replicas_per_shard
+    replicas = [ray.remote(ReplicaRole).options(
+        name=f"gymfleet-replica-{run.run_id}-{j}", num_cpus=cl.replica_cpus, num_gpus=cl.replica_gpus,
+        resources=cl.replica_resources, max_restarts=restarts["max_restarts"], max_task_retries=-1).remote(
+        replica_engine(run, cl, j), cl.replica_port + j if cl.replica_port else 0) for j in range(n)]
+    urls = ray.get([r.address.remote() for r in replicas], timeout=600)
+    configs = []
+    for i in range(cl.shards):
+        first = i * cl.replicas_per_shard
+        policy = run.policy.model_dump(mode="json") | {
+            "engines": shard_policy_engines(urls[first:first + cl.replicas_per_shard], first)}
+        configs.append(run.model_dump(mode="json") | {"policy": policy})
+    return replicas, configs
 
 
 def _wait_learner(ray: Any, learner_run: Any, max_wall_s: float | None, learner: Any,
@@ -220,6 +346,17 @@ def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any], wait_s: flo
         except ray.exceptions.RayError as exc:
             log.warning("a shard ended with an error: %s", exc)
     return results
+
+
+def _replica_stats(ray: Any, replicas: list[Any]) -> list[dict[str, Any]]:
+    """Each live replica's :meth:`ReplicaRole.stats` (one that is gone is left out)."""
+    stats = []
+    for replica in replicas:
+        try:
+            stats.append(ray.get(replica.stats.remote(), timeout=30))
+        except ray.exceptions.RayError as exc:
+            log.warning("a replica did not answer: %s", exc)
+    return stats
 
 
 def _sweep_sandboxes(run_id: str) -> int:

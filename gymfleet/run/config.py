@@ -60,6 +60,20 @@ class ClusterConfig(StrictModel):
     learner_cpus: float = Field(1.0, ge=0)
     learner_gpus: float = Field(0.0, ge=0)
     """GPUs the learner requests (0: it trains on the CPU)."""
+    replicas_per_shard: int = Field(0, ge=0)
+    """Embedded inference replicas each shard gets as Ray actors of their own (``gymfleet serve``'s
+    app, on nodes offering ``replica_resources``), reached over HTTP; 0: each shard runs
+    ``policy.engines`` in its own process, as ``collect`` does."""
+    replica_resources: dict[str, float] = Field(default_factory=lambda: {"inference": 1.0})
+    """Ray resources each replica requests: custom resources the inference nodes offer."""
+    replica_cpus: float = Field(1.0, ge=0)
+    """CPUs each replica requests (its torch threads, at least 1)."""
+    replica_gpus: float = Field(0.0, ge=0)
+    """GPUs each replica requests (0: it serves on the CPU; with one, ``model.device: auto``
+    puts it on the GPU)."""
+    replica_port: int = Field(0, ge=0, le=65535)
+    """First TCP port of the replicas (replica ``j`` listens on ``replica_port + j``, so one Ray
+    restarts on the same node comes back at the same URL); 0: any free port."""
     max_restarts: int = Field(3, ge=0)
     """Restarts of a failed actor (Ray's ``max_restarts``); its ``run`` is retried after each."""
     stop_wait_s: float = Field(60.0, gt=0)

@@ -48,6 +48,9 @@ class BucketFollower:
     Attributes:
         bucket: where the learner publishes.
         local_dir: where versions of a remote bucket are copied for the engines to read.
+        fetch_remote: copy a remote bucket's version into ``local_dir`` before the load; False:
+            hand the engines the version's URL (replicas that copy from the bucket themselves,
+            ``VLLMEngineConfig.replica_reads_urls``).
         retries: tries per version, the wait between them and the limit of one try.
         loads: every load done, with its duration (seconds).
         failures: every version skipped, with why.
@@ -62,6 +65,7 @@ class BucketFollower:
     failures: list[AdapterLoadFailure] = field(default_factory=list)
     step: int = 0
     skipped: set[int] = field(default_factory=set)
+    fetch_remote: bool = True
 
     async def load_newest(self, gateway: AdapterGateway) -> AdapterLoad | None:
         """Loads the newest committed version if the gateway serves an older one.
@@ -77,7 +81,7 @@ class BucketFollower:
             return None
         self.step = int(latest.meta.get("step", 0))
         path = latest.url
-        if not Path(path).exists():  # a remote bucket: engines read a local copy
+        if self.fetch_remote and not Path(path).exists():  # a remote bucket: engines read a local copy
             path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, self.local_dir))
         opts = self.retries
         t0 = time.monotonic()

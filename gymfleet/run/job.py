@@ -212,7 +212,7 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     elif isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
         report["error"] = f"{type(ended).__name__}: {ended}"  # a bug: reported, then raised below
     elif cfg.heldout.enabled and not job.signalled:
-        report["evaluation"] = (await _evaluate_end(cfg, job, console, evaluation)).as_dict()
+        report["evaluation"] = (await evaluate_end(cfg, console, evaluation)).as_dict()
     report["no_learning"] = no_learning_reason(report)
     path = write_report(Path(cfg.report_dir), report)
     if isinstance(ended, BaseException) and failure is None and not isinstance(ended, asyncio.CancelledError):
@@ -226,10 +226,12 @@ def _heldout_dir(cfg: TrainConfig) -> Path:
     return Path(cfg.report_dir) / "heldout"
 
 
-async def _evaluate_end(cfg: TrainConfig, job: _Job, console: Console,
-                        known: HeldOutEvaluation | None) -> HeldOutEvaluation:
-    """The held-out evaluation of every policy the run has (the base, if not done first)."""
-    policies = await asyncio.to_thread(run_policies, job.bucket, _heldout_dir(cfg) / "adapters")
+async def evaluate_end(cfg: TrainConfig, console: Console,
+                       known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
+    """The held-out evaluation of every policy the run's bucket has (the base, unless ``known``
+    holds it already): what ``train`` and ``train --cluster`` put in the report's ``evaluation``."""
+    bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
+    policies = await asyncio.to_thread(run_policies, bucket, _heldout_dir(cfg) / "adapters")
     console.print(f"held-out evaluation of {', '.join(p.name for p in policies)} on "
                   f"{sum(map(len, cfg.heldout.instances.values()))} instances", markup=False, highlight=False)
     return await evaluate_heldout(cfg, policies, _heldout_dir(cfg), console, known)

@@ -5,12 +5,22 @@ prompts, logprobs, tokens as ``"token_id:<id>"``), ``POST /v1/load_lora_adapter`
 ``POST /v1/unload_lora_adapter``, ``GET /v1/models``, ``GET /health``. Errors come back as
 ``{"error": {"message", "type", "param", "code"}}`` with status 400 (bad request, too-long prompt,
 adapter load failure) or 404 (unknown model/adapter).
+
+Unlike vLLM, ``lora_path`` may also be an fsspec URL (``s3://bucket/run/v000003``,
+``file:///shared/bucket/...``) when the app has an ``adapter_cache``: the replica copies the
+adapter's files into it first (:func:`~gymfleet.orchestrator.engines.adapters.copy_adapter`), so a
+replica on another machine loads straight from the bucket (``train --cluster``'s replica actors).
+Loading a name that is already loaded succeeds without reloading: adapter names carry their
+policy version (``<run>-v000003``), so the same name is the same weights (a restarted shard
+loads again what its replica holds).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -20,6 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from gymfleet.core.records import SamplingParams
+from gymfleet.orchestrator.engines.adapters import copy_adapter
 from gymfleet.orchestrator.engines.errors import AdapterError, ContextLengthError, UnknownAdapterError
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
 from gymfleet.orchestrator.engines.vllm import SESSION_HEADER, TOKEN_ID_PREFIX
@@ -58,8 +69,13 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status_code=status)
 
 
-def build_app(engine: TransformersEngine, served_model_name: str) -> Starlette:
-    """The ASGI app serving ``engine`` under the base model name ``served_model_name``."""
+def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache: Path | None = None) -> Starlette:
+    """The ASGI app serving ``engine`` under the base model name ``served_model_name``.
+
+    Args:
+        adapter_cache: a local folder where adapters given as fsspec URLs are copied before they
+            load; None: ``lora_path`` must be a path this machine reads (as with vLLM).
+    """
 
     async def completions(request: Request) -> Response:
         try:
@@ -84,7 +100,15 @@ def build_app(engine: TransformersEngine, served_model_name: str) -> Starlette:
     async def load_lora_adapter(request: Request) -> Response:
         try:
             body = LoadLoRARequest.model_validate(await request.json())
-            await engine.load_adapter(body.lora_name, body.lora_path)
+            if body.lora_name in engine.adapters:  # names carry their version: the same weights
+                return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' is already loaded.")
+            path = body.lora_path
+            if adapter_cache is not None and "://" in path:
+                try:
+                    path = await asyncio.to_thread(copy_adapter, path, str(adapter_cache), body.lora_name)
+                except OSError as exc:
+                    raise AdapterError(f"copying adapter {body.lora_name!r} from {path} failed: {exc}") from exc
+            await engine.load_adapter(body.lora_name, path)
         except (ValidationError, ValueError, AdapterError) as exc:
             return error_response(400, str(exc), "BadRequestError")
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")

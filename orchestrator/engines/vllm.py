@@ -88,6 +88,10 @@ class VLLMEngineConfig(StrictModel):
     published, which it must be able to read (same machine, or a shared filesystem)."""
     adapter_dir_on_replica: str | None = None
     """``adapter_dir`` as the replica itself sees it; None: the path part of ``adapter_dir``."""
+    replica_reads_urls: bool = False
+    """The replica copies an adapter given as an fsspec URL from the bucket itself (``gymfleet
+    serve`` replicas made with an adapter cache, such as ``train --cluster``'s replica actors; vLLM
+    does not): a remote path is passed through instead of refused."""
 
     @model_validator(mode="after")
     def _where(self) -> VLLMEngineConfig:
@@ -99,6 +103,8 @@ class VLLMEngineConfig(StrictModel):
             raise ValueError("server: flags of servers launched here; set launch: true, or drop server for a running one")
         if self.adapter_dir_on_replica and not self.adapter_dir:
             raise ValueError("adapter_dir_on_replica needs adapter_dir (where to copy adapters to)")
+        if self.replica_reads_urls and self.adapter_dir:
+            raise ValueError("replica_reads_urls: the replica copies adapters itself; drop adapter_dir")
         return self
 
 
@@ -189,6 +195,8 @@ class VLLMEngine:
     async def _replica_path(self, name: str, path: str) -> str:
         """Where the replica reads the adapter: ``path`` itself, or its copy in ``adapter_dir``."""
         if not self.config.adapter_dir:
+            if self.config.replica_reads_urls:
+                return path
             if is_remote(path):
                 raise AdapterError(
                     f"{self.name}: vLLM reads adapters from its own disk, not {path}: set adapter_dir "

@@ -31,33 +31,68 @@ def test_a_local_bucket_or_sqlite_store_is_refused_on_several_hosts() -> None:
     check_reachable("postgresql+asyncpg://u@db/x", "file:///shared/runs", {"10.0.0.1", "10.0.0.2"})
 
 
-@pytest.fixture
-def cluster() -> Iterator[object]:
-    from ray.cluster_utils import Cluster
-
-    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"  # the test envs
-    made = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {"trainer": 1}, "include_dashboard": False})
-    made.add_node(num_cpus=1, resources={"sandbox": 1})
-    try:
-        yield made
-    finally:
-        made.shutdown()
+def pids(title: str) -> set[int]:
+    """PIDs of the processes whose command line holds ``title`` (Ray names an actor's worker
+    process ``ray::<Class>...``)."""
+    found = subprocess.run(["pgrep", "-f", title], capture_output=True, text=True)
+    return {int(p) for p in found.stdout.split()}
 
 
 @pytest.mark.model
-def test_train_places_a_shard_and_the_learner_on_the_cluster(tmp_path: Path, cluster) -> None:
-    config = tiny_train_config(tmp_path, "ray1", budget={"max_steps": 2}, cluster={"shards": 1})
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "gymfleet.cli", "train", str(config), "--no-progress",
-                           "--cluster", cluster.address], cwd=ROOT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-    assert proc.returncode == 0, proc.stdout
+@pytest.mark.postgres
+def test_replica_actors_serve_a_shard_and_killed_actors_are_restarted(tmp_path: Path, pg_database: str) -> None:
+    """Two nodes: the head offers the learner's resource, a worker offers `sandbox` and
+    `inference`. The shard samples from an embedded replica actor over HTTP; once v1 is published
+    the learner's and the shard's processes are SIGKILLed: Ray restarts both, the learner resumes
+    from the bucket and the shard from the store, and the run completes with no group trained twice."""
+    import signal
+    import time
+
+    from ray.cluster_utils import Cluster
+
+    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"  # the test envs
+    config = tiny_train_config(tmp_path, "ray1", store=pg_database, lease_s=4.0, budget={"max_steps": 3},
+                               cluster={"shards": 1, "replicas_per_shard": 1, "stop_wait_s": 20})
+    bucket = AdapterBucket(str(tmp_path / "bucket"), "ray1")
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {"trainer": 1}, "include_dashboard": False})
+    cluster.add_node(num_cpus=2, resources={"sandbox": 1, "inference": 1})
+    try:
+        with (tmp_path / "train.log").open("w") as log:
+            job = subprocess.Popen([sys.executable, "-m", "gymfleet.cli", "train", str(config), "--no-progress",
+                                    "--cluster", cluster.address], cwd=ROOT, env={**os.environ}, text=True,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and job.poll() is None and not bucket.versions():
+            time.sleep(0.2)
+        assert job.poll() is None and bucket.versions(), (tmp_path / "train.log").read_text()
+        killed = pids("ray::LearnerRole") | pids("ray::ShardRole")
+        assert len(killed) == 2, killed
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        assert job.wait(timeout=600) == 0, (tmp_path / "train.log").read_text()
+    finally:
+        cluster.shutdown()
+    out = (tmp_path / "train.log").read_text()
+    assert "1 shard(s), 1 replica actor(s), 1 learner" in " ".join(out.split()), out
     report = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert report["run_status"] == "completed_budget" and report["last_step"] == 2, report
+    assert report["run_status"] == "completed_budget" and report["last_step"] == 3, out
+    assert bucket.versions() == [1, 2, 3]
+    # The learner was restarted and resumed from the bucket (not from step 0).
+    starts = [json.loads(line) for line in (tmp_path / "report" / "learner.jsonl").read_text().splitlines()
+              if '"event": "start"' in line]
+    assert len(starts) == 2 and starts[1]["resumed"] and starts[1]["step"] >= 1, starts
+    consumed = [g for v in bucket.versions() for g in bucket.get(v).meta["consumed_group_ids"]]
+    assert consumed and len(consumed) == len(set(consumed))  # no group trained twice
+    # The restarted shard reported, and its rollouts came from the replica actor, which loaded
+    # the learner's versions from the bucket itself.
     (shard,) = report["cluster"]["shards"]
-    assert shard["completed"] > 0 and shard["by_status"].get("ok", 0) > 0, shard
-    assert AdapterBucket(str(tmp_path / "bucket"), "ray1").versions() == [1, 2]
+    assert shard["completed"] > 0, shard
+    (replica,) = report["cluster"]["replicas"]
+    assert replica["generated_tokens"] > 0 and replica["adapters"], replica
+    per_sample = dict(pg_rows(pg_database, "SELECT sample_id, count(*) FROM trajectories "
+                                           "WHERE status IN ('ok', 'truncated') GROUP BY sample_id"))
+    assert per_sample and set(per_sample.values()) == {"1"}  # no sample finished twice
 
 
 def pg_rows(url: str, sql: str) -> list[tuple[str, ...]]:
@@ -84,16 +119,19 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     tasks = [
         {"name": "terminal", "env_id": "gymfleet/Terminal-v0", "env_kwargs": {"sandbox": "local"},
-         "instances": ["word-frequency", "log-errors", "organize-files", "permissions"], "group_size": 2,
+         "instances": ["word-frequency", "log-errors", "organize-files"], "group_size": 2,
          "max_turns": 1, "sampling": {"temperature": 1.0, "max_new_tokens": 12}},
         {"name": "miniwob", "env_id": "gymfleet/miniwob.click-test-2-v0", "group_size": 2, "max_turns": 1,
          "sampling": {"temperature": 1.0, "max_new_tokens": 8}},
     ]
     config = tiny_train_config(tmp_path, "ray3", store=pg_database, lease_s=4.0, max_in_flight=2, tasks=tasks,
-                               budget={"max_steps": 3}, cluster={"shards": 2, "stop_wait_s": 20})
+                               budget={"max_steps": 3},
+                               cluster={"shards": 2, "replicas_per_shard": 1, "stop_wait_s": 20},
+                               heldout={"enabled": True, "instances": {"terminal": ["permissions"]},
+                                        "samples_per_instance": 2})
     bucket = AdapterBucket(str(tmp_path / "bucket"), "ray3")
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {"trainer": 1}, "include_dashboard": False})
+        "num_cpus": 3, "resources": {"trainer": 1, "inference": 2}, "include_dashboard": False})
     cluster.add_node(num_cpus=1, resources={"sandbox": 1})
     doomed = cluster.add_node(num_cpus=1, resources={"sandbox": 1})
     try:
@@ -119,6 +157,12 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["run_status"] == "completed_budget" and report["last_step"] == 3, out
     assert len(report["cluster"]["shards"]) == 1  # the surviving shard reported; the other died with its node
+    assert len(report["cluster"]["replicas"]) == 2  # one replica actor per shard, on the inference node
+    assert all(r["generated_tokens"] > 0 for r in report["cluster"]["replicas"]), report["cluster"]["replicas"]
+    # The launcher ran the held-out evaluation of the base model and the final adapter.
+    terminal = report["evaluation"]["by_family"]["terminal"]
+    assert terminal["base"]["n"] == 2 and terminal["final"]["n"] == 2, terminal
+    assert "held-out pass@1" in out, out
 
     # The dead shard's rollouts in flight ended aborted (lease expired) and ran again on the survivor.
     # (The survivor's own rollouts in flight at the end are aborted by its stop, and requeued too.)
@@ -141,3 +185,25 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
     import asyncio
 
     assert sum(r.removed for r in asyncio.run(sweep(run_id="ray3", expired_only=False))) == 0
+
+
+def test_replica_actors_serve_the_runs_embedded_engine_and_refuse_other_kinds() -> None:
+    from gymfleet.orchestrator.config import RunConfig
+    from gymfleet.run.cluster import replica_engine, shard_policy_engines
+    from gymfleet.run.config import ClusterConfig
+
+    tasks = [{"env_id": "gymfleet/Terminal-v0"}]
+    run = RunConfig.model_validate({"run_id": "r", "tasks": tasks,
+                                    "policy": {"engines": [{"kind": "transformers", "max_batch_size": 3}]}})
+    engine = replica_engine(run, ClusterConfig(replicas_per_shard=1, replica_cpus=2), 5)
+    assert engine["name"] == "replica-5" and engine["max_batch_size"] == 3 and engine["n_threads"] == 2
+    # A shard's policy: the replicas' URLs as HTTP replicas that copy adapters themselves.
+    shard = RunConfig.model_validate({"run_id": "r", "tasks": tasks, "policy": {
+        "engines": shard_policy_engines(["http://10.0.0.7:8100"], 2), "parity": {"enabled": False}}})
+    (replica,) = shard.policy.engines
+    assert (replica.kind, replica.base_url, replica.name, replica.replica_reads_urls) == (
+        "vllm", "http://10.0.0.7:8100", "replica-2", True)
+    vllm = RunConfig.model_validate({"run_id": "r", "tasks": tasks, "policy": {
+        "engines": [{"kind": "vllm", "base_url": "http://h:8000", "model": "m"}]}})
+    with pytest.raises(ConfigError, match="replicas_per_shard: 0"):
+        replica_engine(vllm, ClusterConfig(replicas_per_shard=1), 0)
