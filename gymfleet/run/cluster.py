@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing as mp
+import shutil
 import socket
 import tempfile
 import threading
@@ -128,8 +129,9 @@ class ReplicaRole:
         sock.bind((host, port))
         self.url = f"http://{host}:{sock.getsockname()[1]}"
         self._engine = TransformersEngine(config)
-        app = build_app(self._engine, SERVED_MODEL,
-                        adapter_cache=Path(tempfile.mkdtemp(prefix="gymfleet-replica-adapters-")))
+        cache = Path(tempfile.gettempdir()) / f"gymfleet-{config.name}-adapters-{sock.getsockname()[1]}"
+        shutil.rmtree(cache, ignore_errors=True)  # what an earlier start on this port left
+        app = build_app(self._engine, SERVED_MODEL, adapter_cache=cache)
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
                                         name=f"replica-{config.name}")
@@ -219,6 +221,28 @@ def check_reachable(store: str, bucket: str, hosts: set[str]) -> None:
                           "PostgreSQL URL (postgresql+asyncpg://user:password@host/db)")
 
 
+def check_resources(offered: dict[str, float], cl: ClusterConfig) -> None:
+    """Refuses roles whose resources no node offers (Ray would leave them pending for ever).
+
+    Args:
+        offered: the cluster's total resources (``ray.cluster_resources()``).
+
+    Raises:
+        ConfigError: a role asks for a resource the cluster lacks, naming the ``ray start`` flag.
+    """
+    asks = {"shard": (cl.shard_resources, cl.shard_cpus, 0.0),
+            "learner": (cl.learner_resources, cl.learner_cpus, cl.learner_gpus)}
+    if cl.replicas_per_shard:
+        asks["replica"] = (cl.replica_resources, cl.replica_cpus, cl.replica_gpus)
+    for role, (custom, cpus, gpus) in asks.items():
+        for name, amount in {**custom, "CPU": cpus, "GPU": gpus}.items():
+            if amount and offered.get(name, 0.0) < amount:
+                flag = {"CPU": "--num-cpus", "GPU": "--num-gpus"}.get(name, f"--resources='{{\"{name}\": {amount:g}}}'")
+                raise ConfigError(f"each {role} asks for {amount:g} {name}, but the cluster offers "
+                                  f"{offered.get(name, 0.0):g}: start a node with `ray start ... {flag}`, or change "
+                                  f"cluster.{role}_resources / {role}_cpus / {role}_gpus")
+
+
 def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> dict[str, Any]:
     """Runs training config ``cfg`` on the Ray cluster at ``address`` until the learner's budget is
     spent; writes and returns the report (``report_dir``/report.json).
@@ -229,7 +253,8 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
             address ``ray.init`` takes.
 
     Raises:
-        ConfigError: Ray is not installed, sync mode, or a store/bucket the nodes cannot share.
+        ConfigError: Ray is not installed, sync mode, a store/bucket the nodes cannot share, a
+            role asking for resources no node offers, or replica actors that did not start.
         TrainError: the learner failed for good (after its restarts).
     """
     try:
@@ -252,12 +277,13 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     cl: ClusterConfig = cfg.cluster
     run = cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(update={"mode": "abort"})})
     args = cfg.worker_args(report_dir=str(Path(cfg.report_dir).resolve()))
+    check_resources(ray.cluster_resources(), cl)
     restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
+    replicas, shard_runs_cfg = _place_replicas(ray, run, cl, restarts)
     learner = ray.remote(LearnerRole).options(
         name=f"gymfleet-learner-{run.run_id}", num_cpus=cl.learner_cpus, num_gpus=cl.learner_gpus,
         resources=cl.learner_resources, **restarts).remote(args)
     local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
-    replicas, shard_runs_cfg = _place_replicas(ray, run, cl, restarts)
     shards = [ray.remote(ShardRole).options(
         name=f"gymfleet-shard-{run.run_id}-{i}", num_cpus=cl.shard_cpus, resources=cl.shard_resources,
         **restarts).remote(shard_runs_cfg[i], cfg.bucket, i, local_dir, fetch_remote=not replicas)
@@ -309,7 +335,12 @@ def _place_replicas(ray: Any, run: RunConfig, cl: ClusterConfig,
         name=f"gymfleet-replica-{run.run_id}-{j}", num_cpus=cl.replica_cpus, num_gpus=cl.replica_gpus,
         resources=cl.replica_resources, max_restarts=restarts["max_restarts"], max_task_retries=-1).remote(
         replica_engine(run, cl, j), cl.replica_port + j if cl.replica_port else 0) for j in range(n)]
-    urls = ray.get([r.address.remote() for r in replicas], timeout=600)
+    try:
+        urls = ray.get([r.address.remote() for r in replicas], timeout=600)
+    except (ray.exceptions.RayError, RuntimeError) as exc:
+        for replica in replicas:
+            ray.kill(replica, no_restart=True)
+        raise ConfigError(f"the replica actors did not start within 600 s: {exc}") from exc
     configs = []
     for i in range(cl.shards):
         first = i * cl.replicas_per_shard

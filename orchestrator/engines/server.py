@@ -18,6 +18,7 @@ loads again what its replica holds).
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -74,8 +75,10 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
 
     Args:
         adapter_cache: a local folder where adapters given as fsspec URLs are copied before they
-            load; None: ``lora_path`` must be a path this machine reads (as with vLLM).
+            load (and removed when unloaded); None: ``lora_path`` must be a path this machine
+            reads (as with vLLM).
     """
+    copies: dict[str, Path] = {}
 
     async def completions(request: Request) -> Response:
         try:
@@ -108,6 +111,7 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
                     path = await asyncio.to_thread(copy_adapter, path, str(adapter_cache), body.lora_name)
                 except OSError as exc:
                     raise AdapterError(f"copying adapter {body.lora_name!r} from {path} failed: {exc}") from exc
+                copies[body.lora_name] = Path(path)
             await engine.load_adapter(body.lora_name, path)
         except (ValidationError, ValueError, AdapterError) as exc:
             return error_response(400, str(exc), "BadRequestError")
@@ -117,6 +121,8 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
         try:
             body = UnloadLoRARequest.model_validate(await request.json())
             await engine.unload_adapter(body.lora_name)
+            if body.lora_name in copies:  # the cache holds only what is loaded
+                await asyncio.to_thread(shutil.rmtree, copies.pop(body.lora_name), True)
         except (ValidationError, ValueError) as exc:
             return error_response(400, str(exc), "BadRequestError")
         except UnknownAdapterError as exc:

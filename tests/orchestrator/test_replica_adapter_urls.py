@@ -52,10 +52,12 @@ async def test_the_replica_copies_a_bucket_url_into_its_cache_then_loads_the_cop
     async with client(engine, tmp_path / "cache", replica_reads_urls=True) as replica:
         await replica.load_adapter("run-v000001", url)
         await replica.load_adapter("run-v000001", url)  # again (a restarted shard): no second load
-    assert engine.adapters == {"run-v000001"}
-    (path,) = engine.loaded_from
-    assert Path(path) == tmp_path / "cache" / "run-v000001"
-    assert (Path(path) / "adapter_model.safetensors").read_bytes() == b"weights"
+        assert engine.adapters == {"run-v000001"}
+        (path,) = engine.loaded_from
+        assert Path(path) == tmp_path / "cache" / "run-v000001"
+        assert (Path(path) / "adapter_model.safetensors").read_bytes() == b"weights"
+        await replica.unload_adapter("run-v000001")  # the cache holds only what is loaded
+    assert not Path(path).exists() and not engine.adapters
 
 
 async def test_without_a_cache_the_app_hands_the_path_as_given(tmp_path: Path) -> None:

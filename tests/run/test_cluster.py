@@ -207,3 +207,15 @@ def test_replica_actors_serve_the_runs_embedded_engine_and_refuse_other_kinds() 
         "engines": [{"kind": "vllm", "base_url": "http://h:8000", "model": "m"}]}})
     with pytest.raises(ConfigError, match="replicas_per_shard: 0"):
         replica_engine(vllm, ClusterConfig(replicas_per_shard=1), 0)
+
+
+def test_roles_asking_for_resources_no_node_offers_are_refused_with_the_flag_to_add() -> None:
+    from gymfleet.run.cluster import check_resources
+    from gymfleet.run.config import ClusterConfig
+
+    offered = {"CPU": 4.0, "trainer": 1.0, "sandbox": 2.0}
+    check_resources(offered, ClusterConfig())  # no replica actors: nothing asks for `inference`
+    with pytest.raises(ConfigError, match=r"each replica asks for 1 inference.*offers 0.*--resources='\{\"inference\": 1\}'"):
+        check_resources(offered, ClusterConfig(replicas_per_shard=1))
+    with pytest.raises(ConfigError, match="each learner asks for 1 GPU.*--num-gpus"):
+        check_resources(offered, ClusterConfig(learner_gpus=1))
