@@ -159,6 +159,12 @@ class BrowserEnv(AgentEnv):
     def instance_ids(self) -> list[str]:
         return list(self.tasks)
 
+    def accepts_instance(self, instance_id: str) -> bool:
+        """A task name, or ``<task>@<seed>``: the task on a fixed page seed (a fixed layout and
+        target), e.g. training on ``click-test-2@0..47`` and holding out ``click-test-2@1000``."""
+        name, at, seed = instance_id.partition("@")
+        return name in self.tasks and (not at or seed.isdigit())
+
     # ---- episode ----------------------------------------------------------------------
 
     async def reset_async(
