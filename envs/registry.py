@@ -37,7 +37,7 @@ BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
     ("gymfleet/Terminal-v0", "gymfleet.envs.terminal:TerminalEnv", None, {}),
     # the easy tier: single-command tasks in many words (envs/terminal/easy.py writes the folders)
     ("gymfleet/TerminalEasy-v0", "gymfleet.envs.terminal:TerminalEnv", None,
-     {"tasks_dir": str(Path(__file__).resolve().parent / "terminal" / "tasks-easy")}),
+     {"tasks_dir": str(Path(__file__).resolve().parent / "terminal" / "tasks-easy"), "prompt": "brief"}),
     ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
     ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
 ]

@@ -12,6 +12,7 @@ from gymfleet.envs.episode import run_episode
 from gymfleet.envs.sandbox.local import LocalBackend
 from gymfleet.envs.terminal import TerminalEnv
 from gymfleet.envs.actions import bash_block
+from gymfleet.envs.terminal.prompts import BRIEF_SYSTEM_PROMPT, SYSTEM_PROMPT
 from gymfleet.envs.terminal.easy import (EASY_TASKS_DIR, HELDOUT_WORDS, TEMPLATES, TRAIN_WORDS, all_tasks,
                                          heldout_ids, write_tasks)
 
@@ -38,6 +39,7 @@ def test_the_registered_env_plays_the_easy_folder() -> None:
     env = gymfleet.make("gymfleet/TerminalEasy-v0", sandbox="local").unwrapped
     try:
         assert sorted(env.instance_ids()) == sorted(all_tasks())
+        assert env.system_prompt == BRIEF_SYSTEM_PROMPT and len(BRIEF_SYSTEM_PROMPT) < len(SYSTEM_PROMPT) / 5
     finally:
         env.close()
 
