@@ -186,6 +186,12 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
     def instance_ids(self) -> list[str]:
         """The task instances this env can be reset to (``options={"instance_id": ...}``)."""
 
+    def accepts_instance(self, instance_id: str) -> bool:
+        """Whether ``reset`` takes ``options={"instance_id": instance_id}``: one of
+        :meth:`instance_ids` by default; an env whose ids take parameters (MiniWoB's
+        ``click-test-2@7``, a page seed) widens it. Configs naming instances are checked with it."""
+        return instance_id in self.instance_ids()
+
     @abstractmethod
     async def reset_async(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

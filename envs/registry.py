@@ -16,6 +16,7 @@ import importlib
 import importlib.metadata
 import inspect
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium
@@ -34,6 +35,9 @@ NAMESPACE = "gymfleet"
 # (env id, "module:Class", max_episode_steps or None, kwargs). Env families add their line here.
 BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
     ("gymfleet/Terminal-v0", "gymfleet.envs.terminal:TerminalEnv", None, {}),
+    # the easy tier: single-command tasks in many words (envs/terminal/easy.py writes the folders)
+    ("gymfleet/TerminalEasy-v0", "gymfleet.envs.terminal:TerminalEnv", None,
+     {"tasks_dir": str(Path(__file__).resolve().parent / "terminal" / "tasks-easy"), "prompt": "brief"}),
     ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
     ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
 ]

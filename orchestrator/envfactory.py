@@ -86,15 +86,15 @@ async def resolve_instances(task: TaskConfig, make: EnvFactory) -> list[str]:
     env = make()
     try:
         available = env.instance_ids()
+        if task.instances is not None:
+            ids = list(task.instances)
+        elif task.instances_file is not None:
+            ids = _read_ids(task)
+        else:
+            ids = list(available)
+        unknown = [i for i in ids if i not in set(available) and not env.accepts_instance(i)]
     finally:
         await env.close_async()
-    if task.instances is not None:
-        ids = list(task.instances)
-    elif task.instances_file is not None:
-        ids = _read_ids(task)
-    else:
-        ids = list(available)
-    unknown = [i for i in ids if i not in set(available)]
     if unknown:
         raise ConfigError(
             f"task {task.name}: instances {unknown[:5]} are not in {task.env_id} "

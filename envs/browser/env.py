@@ -32,6 +32,14 @@ Answer with exactly one action per turn, addressing elements by the id in bracke
   {GRAMMAR}
 The episode ends when the page says the task is done, or at the turn or time limit."""
 
+BRIEF_SYSTEM_PROMPT = f"""Answer with one browser action, addressing an element by its [id]:
+  {GRAMMAR}"""
+"""``prompt: brief``: the action grammar alone (about 60 tokens, not 150), for one-action tasks
+a small model learns from demonstrations; on a CPU the prompt is most of a step's cost."""
+
+SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "brief": BRIEF_SYSTEM_PROMPT}
+"""The system prompts :class:`BrowserEnvConfig` picks by name."""
+
 _RAF_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
 
@@ -74,6 +82,9 @@ class BrowserEnvConfig(BaseModel):
     container with Docker; MiniWoB's own folder is always there)."""
     chromium: ChromiumConfig = Field(default_factory=ChromiumConfig)
     """How Chromium is started."""
+    prompt: Literal["full", "brief"] = "full"
+    """The system prompt: ``full`` (how the page is shown and the action grammar) or ``brief``
+    (the grammar alone; the default training run's MiniWoB task uses it)."""
 
 
 class BrowserEnv(AgentEnv):
@@ -154,10 +165,16 @@ class BrowserEnv(AgentEnv):
 
     @property
     def system_prompt(self) -> str:
-        return SYSTEM_PROMPT
+        return SYSTEM_PROMPTS[self.config.prompt]
 
     def instance_ids(self) -> list[str]:
         return list(self.tasks)
+
+    def accepts_instance(self, instance_id: str) -> bool:
+        """A task name, or ``<task>@<seed>``: the task on a fixed page seed (a fixed layout and
+        target), e.g. training on ``click-test-2@0..47`` and holding out ``click-test-2@1000``."""
+        name, at, seed = instance_id.partition("@")
+        return name in self.tasks and (not at or seed.isdigit())
 
     # ---- episode ----------------------------------------------------------------------
 

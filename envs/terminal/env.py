@@ -6,7 +6,7 @@ import shlex
 import time
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
@@ -34,6 +34,9 @@ class TerminalEnvConfig(SandboxEnvConfig):
     """Per stream, bytes of a command's output the agent sees (head and tail)."""
     image_prefix: str = "gymfleet/"
     """Docker image of a task when not built here: ``<image_prefix><task image>:latest``."""
+    prompt: Literal["full", "brief"] = "full"
+    """The system prompt: ``full`` (the shell's rules: persistent state, time limits, background
+    servers, how to submit) or ``brief`` (one bash block, for one-command tasks; the easy tier's)."""
     build_images: bool = True
     """On Docker, build a task's image from ``images/<image>`` when missing (content-hash tag)."""
 
@@ -94,7 +97,7 @@ class TerminalEnv(SandboxEnv[Task]):
 
     @property
     def system_prompt(self) -> str:
-        return prompts.SYSTEM_PROMPT
+        return prompts.SYSTEM_PROMPTS[self.config.prompt]
 
     def instances(self) -> dict[str, Task]:
         return self.tasks

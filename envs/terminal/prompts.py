@@ -25,6 +25,18 @@ When the task is done, reply with the single word `submit` (or an empty ```submi
 Hidden tests then check the state you left behind; you get no feedback from them before that.
 """
 
+BRIEF_SYSTEM_PROMPT = """\
+You work in a bash terminal. Reply with one fenced code block tagged bash that does the task:
+```bash
+ls -la
+```
+"""
+"""The easy tier's prompt (``prompt: brief``): about 30 tokens instead of about 300, since on a
+CPU the prompt is most of what a small model's rollout and training step cost."""
+
+SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "brief": BRIEF_SYSTEM_PROMPT}
+"""The system prompts a :class:`~gymfleet.envs.terminal.env.TerminalEnvConfig` picks by name."""
+
 
 def first_observation(task: Task) -> str:
     """The task's instruction with the limits the agent works under."""

@@ -38,7 +38,7 @@ class DemoRecording:
     Attributes:
         run_id: where the demonstrations are stored (``<run_id>.demos``).
         by_status: episodes recorded this time, per status.
-        n_solved: episodes recorded this time that are ok and earned reward > 0.
+        n_solved: episodes recorded this time that are ok or truncated and earned reward > 0.
         left_out: tasks this machine cannot run, and why.
     """
 
@@ -110,12 +110,19 @@ async def _play(request: RolloutRequest, make: EnvFactory, gateway: Demonstratio
         return await Rollout(request, make, gateway).run()
 
 
+SOLVED_STATUSES = frozenset({RolloutStatus.ok, RolloutStatus.truncated})
+"""A gold episode cut by the task's turn limit is graded as it stands (``end_async``): with reward
+it is a demonstration of what the policy may do within that limit (a one-turn terminal task whose
+gold solution would submit on a second turn)."""
+
+
 def _solved(traj: Trajectory) -> bool:
-    return traj.status is RolloutStatus.ok and traj.reward > 0
+    return traj.status in SOLVED_STATUSES and traj.reward > 0
 
 
 async def load_demonstrations(store: TrajectoryStore, run_id: str) -> list[Trajectory]:
-    """The stored demonstrations of training run ``run_id`` worth learning from: status ok, reward
-    > 0 (a gold episode that failed, e.g. a sandbox error, teaches nothing), oldest first."""
-    stored = await store.trajectories(demo_run_id(run_id), limit=None, status=RolloutStatus.ok)
+    """The stored demonstrations of training run ``run_id`` worth learning from: status ok or
+    truncated, reward > 0 (a gold episode that failed, e.g. a sandbox error, teaches nothing),
+    oldest first."""
+    stored = await store.trajectories(demo_run_id(run_id), limit=None)
     return [s.trajectory for s in stored if _solved(s.trajectory) and s.trajectory.metrics.get("demonstration")]

@@ -33,12 +33,13 @@ from rich.console import Console
 from gymfleet.core.errors import GymfleetError, TrainError
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
+from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
 from gymfleet.run.heldout import BASE, HeldOutEvaluation, evaluate_heldout, run_policies
-from gymfleet.run.report import GenerationTimeline, build_report, write_report
+from gymfleet.run.report import GenerationTimeline, build_report, wall_time, write_report
 from gymfleet.run.threads import usable_cpus
 from gymfleet.run.verdict import no_learning_reason
 from gymfleet.run.warmstart import warm_start_if_new
@@ -186,7 +187,9 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     evaluation = None
     if cfg.heldout.enabled and cfg.heldout.base_first:  # before anything trains
         evaluation = await evaluate_heldout(cfg, [BASE], _heldout_dir(cfg), console)
+    stages_s = {"warm_start": time.monotonic()}
     await warm_start_if_new(cfg, console)  # warmstart.enabled on a new run: v1 from demonstrations
+    stages_s["warm_start"] = time.monotonic() - stages_s["warm_start"]
     job = _Job(cfg, console)
     exitcode, ended, failure = None, None, None
     try:
@@ -212,7 +215,11 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     elif isinstance(ended, BaseException) and not isinstance(ended, asyncio.CancelledError):
         report["error"] = f"{type(ended).__name__}: {ended}"  # a bug: reported, then raised below
     elif cfg.heldout.enabled and not job.signalled:
+        t_heldout = time.monotonic()
         report["evaluation"] = (await evaluate_end(cfg, console, evaluation)).as_dict()
+        stages_s["heldout"] = time.monotonic() - t_heldout
+    stages_s["grpo"] = job.timeline.wall_s
+    report["wall_time"] = wall_time(stages_s, await _rollout_timings(cfg), report)
     report["no_learning"] = no_learning_reason(report)
     path = write_report(Path(cfg.report_dir), report)
     if isinstance(ended, BaseException) and failure is None and not isinstance(ended, asyncio.CancelledError):
@@ -220,6 +227,17 @@ async def train(cfg: TrainConfig, *, console: Console | None = None, live: bool 
     if failure is not None:
         raise TrainError(f"the training run stopped: {failure}; the report, with this reason, is at {path}") from failure
     return JobOutcome(path, exitcode, report)
+
+
+async def _rollout_timings(cfg: TrainConfig) -> list[dict[str, float]]:
+    """Every stored rollout's timings of the run (for the report's ``wall_time``); [] when the
+    store cannot be read (the report is written anyway)."""
+    try:
+        async with await TrajectoryStore.open(cfg.run.store) as store:
+            rows = await store.trajectories(cfg.run.run_id, limit=None)
+    except GymfleetError:
+        return []
+    return [r.trajectory.timings for r in rows]
 
 
 def _heldout_dir(cfg: TrainConfig) -> Path:

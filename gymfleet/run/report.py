@@ -124,6 +124,40 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
     }
 
 
+def wall_time(stages_s: dict[str, float], timings: list[dict[str, float]], report: dict[str, Any]) -> dict[str, Any]:
+    """Where a run's wall time went: the job's stages, and inside GRPO the seconds each side spent.
+
+    Args:
+        stages_s: seconds per stage of the job (``warm_start``, ``grpo``, ``heldout``), wall clock.
+        timings: the GRPO rollouts' ``Trajectory.timings`` (``generation_s``, ``env_s``, ``reset_s``,
+            ``close_s``; :class:`~gymfleet.orchestrator.rollout.Rollout`).
+        report: the report so far (its learner ``steps`` and ``adapter_loads``).
+
+    Returns:
+        ``stages_s`` (and their ``total``), and ``grpo``: the rollouts' summed ``generation_s``
+        (waiting on the engines, batching included), ``env_s`` (steps and grading), ``reset_s``
+        and ``close_s`` (sandbox or page set-up and release); the learner's summed step
+        ``duration_s`` and ``idle_s``; the adapter loads' summed ``load_s``. Rollouts overlap
+        (``max_in_flight``) and the learner runs in its own process, so the sums of one side can
+        exceed the stage's wall time; ``rollouts`` is how many were summed.
+    """
+    def total(key: str) -> float:
+        return round(sum(float(t.get(key, 0.0)) for t in timings), 1)
+
+    steps = report.get("steps") or []
+    return {
+        "stages_s": {k: round(v, 1) for k, v in stages_s.items()} | {"total": round(sum(stages_s.values()), 1)},
+        "grpo": {
+            "rollouts": len(timings),
+            "generation_s": total("generation_s"), "env_s": total("env_s"),
+            "reset_s": total("reset_s"), "close_s": total("close_s"),
+            "learner_step_s": round(sum(r.get("duration_s", 0.0) for r in steps), 1),
+            "learner_idle_s": round(sum(r.get("idle_s", 0.0) for r in steps), 1),
+            "adapter_load_s": round(sum(ld.get("load_s", 0.0) for ld in report.get("adapter_loads") or []), 1),
+        },
+    }
+
+
 def write_report(report_dir: Path, report: dict[str, Any]) -> Path:
     """Writes report.json and the PNGs; returns the path of report.json."""
     report_dir = Path(report_dir)

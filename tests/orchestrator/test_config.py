@@ -63,3 +63,20 @@ async def test_instances_come_from_the_list_a_file_or_the_env(tmp_path: Path) ->
     bad = TaskConfig.model_validate({"env_id": env_id, "instances": ["nope"]})
     with pytest.raises(ConfigError, match="fix `instances:`"):
         await resolve_instances(bad, env_factory(bad))
+
+
+async def test_miniwob_instances_may_name_a_page_seed() -> None:
+    """``click-test-2@7`` is the task on page seed 7: a config may list it (training on some seeds,
+    holding out others); a seed that is not a number, or an unknown task, is refused."""
+    pytest.importorskip("playwright")
+    from gymfleet.orchestrator.config import TaskConfig
+    from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+
+    task = TaskConfig.model_validate({"env_id": "gymfleet/miniwob.click-test-2-v0",
+                                      "instances": ["click-test-2@7", "click-test-2@1000", "click-test-2"],
+                                      "exclude_instances": ["click-test-2@1000"]})
+    assert await resolve_instances(task, env_factory(task)) == ["click-test-2@7", "click-test-2"]
+    for wrong in ("click-test-2@x", "click-button@3"):
+        bad = task.model_copy(update={"instances": [wrong], "exclude_instances": []})
+        with pytest.raises(ConfigError, match="fix `instances:`"):
+            await resolve_instances(bad, env_factory(bad))

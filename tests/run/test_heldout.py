@@ -119,6 +119,20 @@ def test_the_default_config_holds_out_instances_it_never_trains_on() -> None:
     for family, ids in cfg.heldout.instances.items():
         assert set(ids) <= set(tasks[family].exclude_instances)
         assert not set(ids) & set(tasks[family].instances or [])
+        assert len(ids) * cfg.heldout.samples_per_instance >= 32, "n per family below 32: the SE is too wide"
+
+
+async def test_the_default_config_resolves_its_instances() -> None:
+    """The easy tier's ids and MiniWoB's seeded ids are accepted; every held-out one stays out."""
+    pytest.importorskip("playwright")
+    from gymfleet.envs.terminal.easy import heldout_ids
+    from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
+
+    cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "train-default.yaml")
+    assert sorted(cfg.heldout.instances["terminal"]) == sorted(heldout_ids())
+    for task in cfg.run.tasks:
+        ids = await resolve_instances(task, env_factory(task))
+        assert ids and not set(ids) & set(cfg.heldout.instances[task.name])
 
 
 def test_the_policies_of_a_run_are_base_warm_start_and_newest(tmp_path: Path) -> None:

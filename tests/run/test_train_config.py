@@ -40,7 +40,8 @@ def test_defaults_learner_sampling_and_staleness_come_from_the_run(tmp_path: Pat
 
 def test_the_embedded_default_config_loads() -> None:
     cfg = load_train_config(ROOT / "configs" / "train-default.yaml")
-    assert {t.name for t in cfg.run.tasks} == {"miniwob", "terminal", "slides", "swe"}
+    assert {t.name for t in cfg.run.tasks} == {"miniwob", "terminal"}
+    assert cfg.warmstart.enabled and cfg.heldout.enabled
 
 
 @pytest.mark.parametrize(("doc", "overrides", "needle"), [

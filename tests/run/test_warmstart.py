@@ -100,3 +100,21 @@ def test_gold_policies_that_earn_nothing_are_one_line_and_exit_2(tmp_path: Path)
     assert result.exit_code == 2, result.output
     assert "no solved demonstration in run ws.demos" in result.output and "gymfleet runs show ws.demos" in result.output
     assert AdapterBucket(str(tmp_path / "bucket"), RUN_ID).versions() == []
+
+
+def test_a_rewarded_episode_cut_by_the_turn_limit_is_a_demonstration() -> None:
+    """A one-turn terminal task: the gold command runs, the turn limit cuts the ``submit``, the end
+    state is graded 1; that is a demonstration. Failed or unrewarded episodes are not."""
+    import numpy as np
+
+    from gymfleet.core.records import RolloutStatus, Trajectory
+    from gymfleet.run.demonstrations import _solved
+
+    def demo(status: RolloutStatus, reward: float) -> Trajectory:
+        return Trajectory("r", "run.demos", "", "env", "inst", token_ids=np.arange(4),
+                          loss_mask=np.array([0, 0, 1, 1], np.uint8), logprobs=np.zeros(4),
+                          versions=np.full(4, -1), reward=reward, status=status)
+
+    assert _solved(demo(RolloutStatus.ok, 1.0)) and _solved(demo(RolloutStatus.truncated, 1.0))
+    assert not _solved(demo(RolloutStatus.truncated, 0.0))
+    assert not _solved(demo(RolloutStatus.infra_error, 1.0))

@@ -1,0 +1,1 @@
+echo orbit >> notes.txt

@@ -1,0 +1,1 @@
+cp apple.txt backup.txt

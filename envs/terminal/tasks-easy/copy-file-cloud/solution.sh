@@ -1,0 +1,1 @@
+cp cloud.txt backup.txt

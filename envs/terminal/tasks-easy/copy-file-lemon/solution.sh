@@ -1,0 +1,1 @@
+cp lemon.txt backup.txt

@@ -1,0 +1,1 @@
+cp maple.txt backup.txt

@@ -1,0 +1,1 @@
+cp orbit.txt backup.txt

@@ -1,0 +1,1 @@
+cp piano.txt backup.txt

@@ -1,0 +1,1 @@
+cp river.txt backup.txt

@@ -1,0 +1,1 @@
+cp stone.txt backup.txt

@@ -1,0 +1,1 @@
+cp tiger.txt backup.txt

@@ -1,0 +1,1 @@
+cp velvet.txt backup.txt

@@ -1,0 +1,1 @@
+wc -l < apple.txt > count.txt

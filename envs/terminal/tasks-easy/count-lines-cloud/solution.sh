@@ -1,0 +1,1 @@
+wc -l < cloud.txt > count.txt

@@ -1,0 +1,1 @@
+wc -l < lemon.txt > count.txt

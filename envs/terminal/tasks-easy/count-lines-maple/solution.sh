@@ -1,0 +1,1 @@
+wc -l < maple.txt > count.txt

@@ -1,0 +1,1 @@
+wc -l < orbit.txt > count.txt

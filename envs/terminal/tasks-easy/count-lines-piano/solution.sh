@@ -1,0 +1,1 @@
+wc -l < piano.txt > count.txt

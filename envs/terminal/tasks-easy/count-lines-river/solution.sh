@@ -1,0 +1,1 @@
+wc -l < river.txt > count.txt

@@ -1,0 +1,1 @@
+wc -l < stone.txt > count.txt

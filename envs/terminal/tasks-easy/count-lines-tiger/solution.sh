@@ -1,0 +1,1 @@
+wc -l < tiger.txt > count.txt

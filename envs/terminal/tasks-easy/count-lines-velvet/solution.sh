@@ -1,0 +1,1 @@
+wc -l < velvet.txt > count.txt

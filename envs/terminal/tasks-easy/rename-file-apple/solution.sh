@@ -1,0 +1,1 @@
+mv apple.txt done.txt

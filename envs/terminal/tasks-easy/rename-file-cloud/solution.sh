@@ -1,0 +1,1 @@
+mv cloud.txt done.txt

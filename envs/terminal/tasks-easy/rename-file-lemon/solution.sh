@@ -1,0 +1,1 @@
+mv lemon.txt done.txt

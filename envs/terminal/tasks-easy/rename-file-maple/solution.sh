@@ -1,0 +1,1 @@
+mv maple.txt done.txt

@@ -1,0 +1,1 @@
+mv orbit.txt done.txt

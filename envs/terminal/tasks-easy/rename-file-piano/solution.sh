@@ -1,0 +1,1 @@
+mv piano.txt done.txt

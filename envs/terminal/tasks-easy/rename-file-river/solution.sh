@@ -1,0 +1,1 @@
+mv river.txt done.txt

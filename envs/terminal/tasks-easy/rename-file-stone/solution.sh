@@ -1,0 +1,1 @@
+mv stone.txt done.txt

@@ -1,0 +1,1 @@
+mv tiger.txt done.txt

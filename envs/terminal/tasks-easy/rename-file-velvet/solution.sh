@@ -1,0 +1,1 @@
+mv velvet.txt done.txt
