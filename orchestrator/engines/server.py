@@ -112,7 +112,12 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
                 except OSError as exc:
                     raise AdapterError(f"copying adapter {body.lora_name!r} from {path} failed: {exc}") from exc
                 copies[body.lora_name] = Path(path)
-            await engine.load_adapter(body.lora_name, path)
+            try:
+                await engine.load_adapter(body.lora_name, path)
+            except AdapterError:
+                if body.lora_name in copies:  # a copy that did not load is not kept
+                    await asyncio.to_thread(shutil.rmtree, copies.pop(body.lora_name), True)
+                raise
         except (ValidationError, ValueError, AdapterError) as exc:
             return error_response(400, str(exc), "BadRequestError")
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
