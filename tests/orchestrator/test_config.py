@@ -68,7 +68,6 @@ async def test_instances_come_from_the_list_a_file_or_the_env(tmp_path: Path) ->
 async def test_miniwob_instances_may_name_a_page_seed() -> None:
     """``click-test-2@7`` is the task on page seed 7: a config may list it (training on some seeds,
     holding out others); a seed that is not a number, or an unknown task, is refused."""
-    pytest.importorskip("playwright")
     from gymfleet.orchestrator.config import TaskConfig
     from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 

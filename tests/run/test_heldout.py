@@ -124,7 +124,6 @@ def test_the_default_config_holds_out_instances_it_never_trains_on() -> None:
 
 async def test_the_default_config_resolves_its_instances() -> None:
     """The easy tier's ids and MiniWoB's seeded ids are accepted; every held-out one stays out."""
-    pytest.importorskip("playwright")
     from gymfleet.envs.terminal.easy import heldout_ids
     from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 
-pytest.importorskip("playwright")
-
-from gymfleet.envs.browser.actions import GRAMMAR  # noqa: E402
-from gymfleet.envs.browser.env import BRIEF_SYSTEM_PROMPT, SYSTEM_PROMPT, BrowserEnv  # noqa: E402
+from gymfleet.envs.browser.actions import GRAMMAR
+from gymfleet.envs.browser.env import BRIEF_SYSTEM_PROMPT, SYSTEM_PROMPT, BrowserEnv
 
 
 def test_brief_prompt_is_the_grammar_alone() -> None:
