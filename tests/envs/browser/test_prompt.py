@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from gymfleet.envs.browser.actions import GRAMMAR
 from gymfleet.envs.browser.env import BRIEF_SYSTEM_PROMPT, SYSTEM_PROMPT, BrowserEnv
 
