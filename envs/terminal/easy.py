@@ -4,7 +4,7 @@
 this module writes (``python -m gymfleet.envs.terminal.easy`` regenerates them; a test checks the
 folders on disk equal what it would write). Every template is one shell command away from done
 (``echo``, ``mkdir``, ``cp``, ``mv``, ``rm``, ``wc -l``, ``>>``, ``chmod``) and is instantiated
-with a few training words and two held-out words (:data:`HELDOUT_WORDS`): the held-out
+with a few training words and four held-out words (:data:`HELDOUT_WORDS`): the held-out
 instances test the skill a policy learnt on the same template with other words, not a memorised
 answer. They are ordinary terminal tasks (``task.yaml``, gold ``solution.sh``, hidden
 ``tests/checks.py`` carrying their own expected data) graded by the same grader.
@@ -24,8 +24,8 @@ EASY_TASKS_DIR = Path(__file__).resolve().parent / "tasks-easy"
 
 TRAIN_WORDS = ["apple", "river", "stone", "cloud", "tiger", "maple", "piano", "lemon"]
 """The words of the training instances of every template."""
-HELDOUT_WORDS = ["orbit", "velvet"]
-"""The words of the held-out instances (``<template>-orbit``, ``<template>-velvet``)."""
+HELDOUT_WORDS = ["orbit", "velvet", "canyon", "harbor"]
+"""The words of the held-out instances (``<template>-orbit``, ``<template>-velvet``, ...)."""
 
 CHECKS_HEAD = '''\
 import os

@@ -128,7 +128,11 @@ async def test_the_default_config_resolves_its_instances() -> None:
     from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 
     cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "train-default.yaml")
-    assert sorted(cfg.heldout.instances["terminal"]) == sorted(heldout_ids())
+    held = cfg.heldout.instances["terminal"]
+    assert set(held) <= set(heldout_ids())
+    assert {i.rsplit("-", 1)[0] for i in held} == {i.rsplit("-", 1)[0] for t in cfg.run.tasks
+                                                    if t.name == "terminal" for i in t.instances}, \
+        "the held-out terminal templates are the trained ones"
     for task in cfg.run.tasks:
         ids = await resolve_instances(task, env_factory(task))
         assert ids and not set(ids) & set(cfg.heldout.instances[task.name])

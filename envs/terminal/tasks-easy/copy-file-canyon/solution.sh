@@ -1,0 +1,1 @@
+cp canyon.txt backup.txt

@@ -1,0 +1,1 @@
+cp harbor.txt backup.txt

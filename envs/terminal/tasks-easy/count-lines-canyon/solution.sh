@@ -1,0 +1,1 @@
+wc -l < canyon.txt > count.txt

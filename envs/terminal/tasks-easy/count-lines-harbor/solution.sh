@@ -1,0 +1,1 @@
+wc -l < harbor.txt > count.txt

@@ -1,0 +1,21 @@
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.environ["GYMFLEET_TEST_DIR"])
+import gymfleet_testlib  # noqa: E402
+
+
+def read(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+class Checks(unittest.TestCase):
+    def test_deleted(self):
+        self.assertFalse(os.path.exists('harbor.txt'))
+        self.assertEqual(read('keep.txt'), 'keep me\n')
+
+
+if __name__ == "__main__":
+    gymfleet_testlib.main()

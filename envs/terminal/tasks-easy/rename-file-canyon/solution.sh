@@ -1,0 +1,1 @@
+mv canyon.txt done.txt

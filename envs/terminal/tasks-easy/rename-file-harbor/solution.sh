@@ -1,0 +1,1 @@
+mv harbor.txt done.txt
