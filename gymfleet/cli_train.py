@@ -91,11 +91,15 @@ def _not_loaded(report: dict) -> str:
 
 
 def _evaluation_lines(report: dict) -> list[str]:
-    """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...`` per family."""
+    """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...; final vs warm start +0.250
+    (1.1 SE)`` per family (the gains: :meth:`gymfleet.run.heldout.HeldOutEvaluation.gains`)."""
     evaluation = report.get("evaluation")
     if not evaluation:
         return []
     head = f"held-out pass@1 (reward >= {evaluation['threshold']:g}) "
+    gains = evaluation.get("gains") or {}
     return [head + f"{family}: " + ", ".join(f"{name} {s['pass_at_1']:.3f} ± {s['se']:.3f} (n={s['n']})"
                                             for name, s in by_policy.items())
+            + "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {g['delta']:+.3f} ({g['z']:.1f} SE)"
+                      for name, g in gains.get(family, {}).items() if name != "final_vs_base")
             for family, by_policy in evaluation["by_family"].items()]

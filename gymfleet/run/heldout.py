@@ -79,6 +79,42 @@ class PolicySource:
 
 BASE = PolicySource("base")
 
+COMPARISONS = (("warm_start", "base"), ("final", "warm_start"), ("final", "base"))
+"""The gains reported per family: (policy, the policy it is compared with)."""
+
+
+@dataclass(frozen=True)
+class Gain:
+    """How much one policy's pass@1 exceeds another's on one family, in standard errors.
+
+    Attributes:
+        delta: ``p_after - p_before`` (pass@1 points, in [-1, 1]).
+        se: the standard error of ``delta``, ``sqrt(se_after^2 + se_before^2)``: the two scores
+            treated as independent samples (Miller 2024, arXiv:2411.00640, section 4.1, eq. 9,
+            "unpaired"), which is conservative here: the rollouts share instances and seeds, so
+            the paired standard error is at most this.
+        z: ``delta / se``; +inf when ``delta > 0`` and both scores have se 0 (e.g. 0 -> 1),
+            0 when ``delta == 0``.
+        meets: ``z >= 2``: the gain is at least two standard errors.
+    """
+
+    delta: float
+    se: float
+    z: float
+    meets: bool
+
+    @classmethod
+    def between(cls, after: PassRate, before: PassRate) -> Gain:
+        """``after``'s gain over ``before``."""
+        delta = after.pass_at_1 - before.pass_at_1
+        se = math.sqrt(after.se ** 2 + before.se ** 2)
+        z = delta / se if se > 0 else (math.copysign(math.inf, delta) if delta else 0.0)
+        return cls(delta, se, z, z >= 2.0)
+
+    def describe(self) -> str:
+        """``+0.188 ± 0.069 (2.7 SE)``."""
+        return f"{self.delta:+.3f} ± {self.se:.3f} ({self.z:.1f} SE)"
+
 
 @dataclass
 class HeldOutEvaluation:
@@ -102,8 +138,14 @@ class HeldOutEvaluation:
     scores: dict[str, dict[str, PassRate]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
+    def gains(self) -> dict[str, dict[str, Gain]]:
+        """``gains[family]["final_vs_warm_start"]``: each of :data:`COMPARISONS` both scores exist for."""
+        return {family: {f"{after}_vs_{before}": Gain.between(by_policy[after], by_policy[before])
+                         for after, before in COMPARISONS if after in by_policy and before in by_policy}
+                for family, by_policy in self.scores.items()}
+
     def as_dict(self) -> dict[str, Any]:
-        """The report's ``evaluation`` section."""
+        """The report's ``evaluation`` section (``gains``: :meth:`gains`, delta ± its SE and z)."""
         return {
             "metric": f"pass@1: fraction of rollouts with reward >= {self.threshold}; "
                       "se = sqrt(p(1-p)/n), the binomial standard error",
@@ -111,13 +153,19 @@ class HeldOutEvaluation:
             "instances": self.instances, "policies": [asdict(p) for p in self.policies],
             "by_family": {family: {name: asdict(score) for name, score in by_policy.items()}
                           for family, by_policy in self.scores.items()},
+            "gains": {family: {name: asdict(gain) for name, gain in by_name.items()}
+                      for family, by_name in self.gains().items()},
             "errors": dict(self.errors),
         }
 
     def lines(self) -> list[str]:
-        """One line per family: ``echo: base 0.250 ± 0.153 (n=8), final 0.500 ± 0.177 (n=8)``."""
+        """One line per family: ``echo: base 0.250 ± 0.153 (n=8), final 0.500 ± 0.177 (n=8); final vs
+        base +0.250 ± 0.234 (1.1 SE)``."""
+        gains = self.gains()
         return [f"{family}: " + ", ".join(f"{name} {by_policy[name].describe()}"
                                           for name in POLICIES if name in by_policy)
+                + "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {gain.describe()}"
+                          for name, gain in gains.get(family, {}).items() if name != "final_vs_base")
                 for family, by_policy in self.scores.items()] + [
             f"{family}: not evaluated: {error}" for family, error in self.errors.items()]
 

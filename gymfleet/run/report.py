@@ -209,7 +209,8 @@ POLICY_ORDER = ("base", "warm_start", "final")
 
 
 def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> None:
-    """``heldout.png``: pass@1 per family, one bar per policy side by side, ± 1 SE."""
+    """``heldout.png``: pass@1 per family, one bar per policy side by side, ± 1 SE; under each family its
+    gains (warm start vs base, final vs warm start) in standard errors of the difference."""
     import matplotlib.pyplot as plt
 
     families = list(evaluation["by_family"])
@@ -223,7 +224,10 @@ def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> 
                       yerr=[s["se"] if s else 0.0 for s in scores], capsize=3, label=policy)
         ax.bar_label(bars, labels=[f"{s['pass_at_1']:.2f}" if s else "" for s in scores], fontsize=8)
     ns = {f: max((s["n"] for s in evaluation["by_family"][f].values()), default=0) for f in families}
-    ax.set_xticks(range(len(families)), [f"{f}\n(n={ns[f]})" for f in families])
+    gains = evaluation.get("gains") or {}
+    ax.set_xticks(range(len(families)), [f"{f}\n(n={ns[f]})" + "".join(
+        f"\n{name.replace('_vs_', ' vs ').replace('_', ' ')}: {g['delta']:+.2f} ({g['z']:.1f} SE)"
+        for name, g in gains.get(f, {}).items() if name != "final_vs_base") for f in families])
     ax.set(ylim=(0, 1.05), ylabel=f"pass@1 (reward >= {evaluation['threshold']:g}) ± SE",
            title=f"{run_id}: held-out pass@1")
     ax.legend()

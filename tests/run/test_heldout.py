@@ -16,7 +16,7 @@ from gymfleet.cli import app
 from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.envfactory import resolve_instances
 from gymfleet.run.config import load_train_config
-from gymfleet.run.heldout import HeldOutEvaluation, PassRate, PolicySource, binomial_se, run_policies
+from gymfleet.run.heldout import Gain, HeldOutEvaluation, PassRate, PolicySource, binomial_se, run_policies
 from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.run.verdict import no_learning_reason, require_learning_failure
 from gymfleet.trainer import AdapterBucket
@@ -55,7 +55,26 @@ def test_report_section_and_plot_from_fake_results(tmp_path: Path) -> None:
                      "mean_reward": 0.75, "n_passed": 3}
     assert set(section["by_family"]["coin"]) == {"base", "final"} and "reward >= 1.0" in section["metric"]
     assert (tmp_path / "heldout.png").stat().st_size > 1000
-    assert _evaluation().lines()[0] == "echo: base 0.250 ± 0.217 (n=4), warm_start 0.500 ± 0.250 (n=4), final 0.750 ± 0.217 (n=4)"
+    assert _evaluation().lines()[0] == ("echo: base 0.250 ± 0.217 (n=4), warm_start 0.500 ± 0.250 (n=4), "
+                                        "final 0.750 ± 0.217 (n=4); warm start vs base +0.250 ± 0.331 (0.8 SE); "
+                                        "final vs warm start +0.250 ± 0.331 (0.8 SE)")
+    gains = section["gains"]
+    assert set(gains["echo"]) == {"warm_start_vs_base", "final_vs_warm_start", "final_vs_base"}
+    assert gains["echo"]["final_vs_base"] == {"delta": 0.5, "se": pytest.approx(math.sqrt(2 * 0.75 * 0.25 / 4)),
+                                              "z": pytest.approx(1.633, abs=1e-3), "meets": False}
+    assert set(gains["coin"]) == {"final_vs_base"} and gains["coin"]["final_vs_base"]["meets"] is False
+
+
+@pytest.mark.parametrize(("after", "before", "z", "meets"), [
+    ([1] * 32, [1] * 26 + [0] * 6, 2.7174, True),   # 1.000 vs 0.8125 (n=32): the MiniWoB gain of a default run
+    ([1] * 16 + [0] * 16, [1] * 12 + [0] * 20, 1.0160, False),  # 0.500 vs 0.375: not two SE
+    ([1] * 4, [0] * 4, math.inf, True),             # 0 -> 1: both se 0
+    ([0, 1], [0, 1], 0.0, False),
+    ([0] * 4, [1] * 4, -math.inf, False),
+])
+def test_a_gain_is_counted_in_standard_errors_of_the_difference(after: list, before: list, z: float, meets: bool) -> None:
+    gain = Gain.between(PassRate.from_rewards(after, 1.0), PassRate.from_rewards(before, 1.0))
+    assert gain.z == pytest.approx(z, abs=1e-4) and gain.meets is meets
 
 
 def test_require_learning_compares_the_final_adapter_with_the_base() -> None:
