@@ -93,14 +93,14 @@ class Gain:
             treated as independent samples (Miller 2024, arXiv:2411.00640, section 4.1, eq. 9,
             "unpaired"), which is conservative here: the rollouts share instances and seeds, so
             the paired standard error is at most this.
-        z: ``delta / se``; +inf when ``delta > 0`` and both scores have se 0 (e.g. 0 -> 1),
-            0 when ``delta == 0``.
-        meets: ``z >= 2``: the gain is at least two standard errors.
+        z: ``delta / se``; None when both scores have se 0 (each is 0 or 1: the difference is
+            exact), so that ``report.json`` stays strict JSON (no ``Infinity``).
+        meets: ``z >= 2``: the gain is at least two standard errors (with z None: ``delta > 0``).
     """
 
     delta: float
     se: float
-    z: float
+    z: float | None
     meets: bool
 
     @classmethod
@@ -108,12 +108,17 @@ class Gain:
         """``after``'s gain over ``before``."""
         delta = after.pass_at_1 - before.pass_at_1
         se = math.sqrt(after.se ** 2 + before.se ** 2)
-        z = delta / se if se > 0 else (math.copysign(math.inf, delta) if delta else 0.0)
-        return cls(delta, se, z, z >= 2.0)
+        z = delta / se if se > 0 else None
+        return cls(delta, se, z, z >= 2.0 if z is not None else delta > 0)
 
     def describe(self) -> str:
         """``+0.188 ± 0.069 (2.7 SE)``."""
-        return f"{self.delta:+.3f} ± {self.se:.3f} ({self.z:.1f} SE)"
+        return f"{self.delta:+.3f} ± {self.se:.3f} ({z_text(self.z)})"
+
+
+def z_text(z: float | None) -> str:
+    """``2.7 SE``, or ``exact`` for a gain between two scores of se 0 (:attr:`Gain.z` None)."""
+    return "exact" if z is None else f"{z:.1f} SE"
 
 
 @dataclass

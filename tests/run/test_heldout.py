@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -68,13 +69,15 @@ def test_report_section_and_plot_from_fake_results(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("after", "before", "z", "meets"), [
     ([1] * 32, [1] * 26 + [0] * 6, 2.7174, True),   # 1.000 vs 0.8125 (n=32): the MiniWoB gain of a default run
     ([1] * 16 + [0] * 16, [1] * 12 + [0] * 20, 1.0160, False),  # 0.500 vs 0.375: not two SE
-    ([1] * 4, [0] * 4, math.inf, True),             # 0 -> 1: both se 0
+    ([1] * 4, [0] * 4, None, True),                 # 0 -> 1: both se 0, the gain is exact
     ([0, 1], [0, 1], 0.0, False),
-    ([0] * 4, [1] * 4, -math.inf, False),
+    ([0] * 4, [1] * 4, None, False),
 ])
-def test_a_gain_is_counted_in_standard_errors_of_the_difference(after: list, before: list, z: float, meets: bool) -> None:
+def test_a_gain_is_counted_in_standard_errors_of_the_difference(after: list, before: list, z: float | None,
+                                                                meets: bool) -> None:
     gain = Gain.between(PassRate.from_rewards(after, 1.0), PassRate.from_rewards(before, 1.0))
-    assert gain.z == pytest.approx(z, abs=1e-4) and gain.meets is meets
+    assert (gain.z is None if z is None else gain.z == pytest.approx(z, abs=1e-4)) and gain.meets is meets
+    assert json.loads(json.dumps(asdict(gain), allow_nan=False))["meets"] is meets  # strict JSON
 
 
 def test_require_learning_compares_the_final_adapter_with_the_base() -> None:
