@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gymfleet.run.display import PLAIN_INTERVAL_S
-from gymfleet.run.heldout import z_text
+from gymfleet.run.heldout import Gain
 
 console = Console(stderr=True)
 
@@ -101,6 +101,6 @@ def _evaluation_lines(report: dict) -> list[str]:
     gains = evaluation.get("gains") or {}
     return [head + f"{family}: " + ", ".join(f"{name} {s['pass_at_1']:.3f} ± {s['se']:.3f} (n={s['n']})"
                                             for name, s in by_policy.items())
-            + "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {g['delta']:+.3f} ({z_text(g['z'])})"
+            + "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {g['delta']:+.3f} ({Gain(**g).in_se()})"
                       for name, g in gains.get(family, {}).items() if name != "final_vs_base")
             for family, by_policy in evaluation["by_family"].items()]

@@ -10,7 +10,7 @@ comparison is paired. A rollout passes when its reward is >= ``pass_threshold`` 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,30 +90,59 @@ class Gain:
     Attributes:
         delta: ``p_after - p_before`` (pass@1 points, in [-1, 1]).
         se: the standard error of ``delta``, ``sqrt(se_after^2 + se_before^2)``: the two scores
-            treated as independent samples (Miller 2024, arXiv:2411.00640, section 4.1, eq. 9,
-            "unpaired"), which is conservative here: the rollouts share instances and seeds, so
-            the paired standard error is at most this.
+            treated as independent samples (Miller 2024, arXiv:2411.00640, section 4, the
+            unpaired comparison). The rollouts share instances and seeds, so this ignores how
+            much the policies agree on which instances are hard; see ``se_paired``.
         z: ``delta / se``; None when both scores have se 0 (each is 0 or 1: the difference is
             exact), so that ``report.json`` stays strict JSON (no ``Infinity``).
         meets: ``z >= 2``: the gain is at least two standard errors (with z None: ``delta > 0``).
+        n_paired: rollouts both policies finished (same rollout id: same instance, sample and
+            seed); 0 when the outcomes were not given.
+        se_paired: the paired standard error, ``sd(d) / sqrt(n_paired)`` over the per-rollout
+            differences ``d = passed_after - passed_before`` (sample sd; Miller 2024, section 4,
+            paired differences): it removes the variance the policies share per instance, the
+            analysis this paired design allows; smaller than ``se`` when the policies tend to
+            pass and fail the same rollouts. None without pairs.
+        z_paired: ``mean(d) / se_paired``; None when ``se_paired`` is 0 or None.
+        meets_paired: ``z_paired >= 2`` (with se_paired 0: ``mean(d) > 0``); None without pairs.
     """
 
     delta: float
     se: float
     z: float | None
     meets: bool
+    n_paired: int = 0
+    se_paired: float | None = None
+    z_paired: float | None = None
+    meets_paired: bool | None = None
 
     @classmethod
-    def between(cls, after: PassRate, before: PassRate) -> Gain:
-        """``after``'s gain over ``before``."""
+    def between(cls, after: PassRate, before: PassRate,
+                paired: tuple[dict[str, bool], dict[str, bool]] | None = None) -> Gain:
+        """``after``'s gain over ``before``; ``paired``: both policies' pass/fail by rollout id."""
         delta = after.pass_at_1 - before.pass_at_1
         se = math.sqrt(after.se ** 2 + before.se ** 2)
         z = delta / se if se > 0 else None
-        return cls(delta, se, z, z >= 2.0 if z is not None else delta > 0)
+        gain = cls(delta, se, z, z >= 2.0 if z is not None else delta > 0)
+        if paired is None:
+            return gain
+        a, b = paired
+        diffs = [float(a[k]) - float(b[k]) for k in sorted(set(a) & set(b))]
+        if len(diffs) < 2:
+            return gain
+        mean = sum(diffs) / len(diffs)
+        se_p = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
+        z_p = mean / se_p if se_p > 0 else None
+        return replace(gain, n_paired=len(diffs), se_paired=se_p, z_paired=z_p,
+                       meets_paired=z_p >= 2.0 if z_p is not None else mean > 0)
 
     def describe(self) -> str:
-        """``+0.188 ± 0.069 (2.7 SE)``."""
-        return f"{self.delta:+.3f} ± {self.se:.3f} ({z_text(self.z)})"
+        """``+0.188 ± 0.069 (2.7 SE)``, or ``+0.167 ± 0.087 (1.9 SE; paired 2.1 SE)`` with pairs."""
+        return f"{self.delta:+.3f} ± {self.se:.3f} ({self.in_se()})"
+
+    def in_se(self) -> str:
+        """``1.9 SE; paired 2.1 SE`` (``exact`` for a z that is None)."""
+        return z_text(self.z) + (f"; paired {z_text(self.z_paired)}" if self.n_paired else "")
 
 
 def z_text(z: float | None) -> str:
@@ -133,6 +162,8 @@ class HeldOutEvaluation:
         policies: what was evaluated (name, adapter folder, bucket version).
         scores: pass rate per family, per policy name.
         errors: families that could not be evaluated (their service is missing here...), with why.
+        passed: ``passed[family][policy][rollout_id]``: each rollout's pass/fail, for the paired
+            gains (not in the report: the stores in the evaluation's workdir hold the rollouts).
     """
 
     threshold: float
@@ -142,10 +173,16 @@ class HeldOutEvaluation:
     policies: list[PolicySource] = field(default_factory=list)
     scores: dict[str, dict[str, PassRate]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    passed: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
 
     def gains(self) -> dict[str, dict[str, Gain]]:
         """``gains[family]["final_vs_warm_start"]``: each of :data:`COMPARISONS` both scores exist for."""
-        return {family: {f"{after}_vs_{before}": Gain.between(by_policy[after], by_policy[before])
+        def paired(family: str, after: str, before: str) -> tuple[dict[str, bool], dict[str, bool]] | None:
+            outcomes = self.passed.get(family, {})
+            return (outcomes[after], outcomes[before]) if after in outcomes and before in outcomes else None
+
+        return {family: {f"{after}_vs_{before}": Gain.between(by_policy[after], by_policy[before],
+                                                              paired(family, after, before))
                          for after, before in COMPARISONS if after in by_policy and before in by_policy}
                 for family, by_policy in self.scores.items()}
 
@@ -226,6 +263,8 @@ async def evaluate_heldout(cfg: TrainConfig, policies: list[PolicySource], workd
             same = by_adapter.get(policy.adapter)  # the final version is the warm start: one run
             if same is not None and same in scores:
                 scores[policy.name] = scores[same]
+                if same in out.passed.get(family, {}):
+                    out.passed[family][policy.name] = out.passed[family][same]
                 continue
             name = f"{policy.name}-{family}"
             for suffix in (".db", ".metrics.jsonl"):
@@ -241,6 +280,8 @@ async def evaluate_heldout(cfg: TrainConfig, policies: list[PolicySource], workd
                     console.print(f"held-out {family}: not evaluated: {exc}", markup=False, highlight=False)
                 continue
             scores[policy.name] = PassRate.from_rewards(result.rewards, held.pass_threshold)
+            out.passed.setdefault(family, {})[policy.name] = {
+                rollout_id: reward >= held.pass_threshold for rollout_id, reward in result.by_rollout.items()}
             if console is not None:
                 console.print(f"held-out {family} {policy.name}: pass@1 {scores[policy.name].describe()}",
                               markup=False, highlight=False)

@@ -213,12 +213,12 @@ def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> 
     gains (warm start vs base, final vs warm start) in standard errors of the difference."""
     import matplotlib.pyplot as plt
 
-    from gymfleet.run.heldout import z_text  # heldout imports the run's modules: import it when plotting
+    from gymfleet.run.heldout import Gain  # heldout imports the run's modules: import it when plotting
 
     families = list(evaluation["by_family"])
     policies = [p for p in POLICY_ORDER if any(p in evaluation["by_family"][f] for f in families)]
     width = 0.8 / max(len(policies), 1)
-    fig, ax = plt.subplots(figsize=(max(5.5, 2.8 * len(families) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 3.6 * len(families) + 2), 4.5))
     for i, policy in enumerate(policies):
         scores = [evaluation["by_family"][f].get(policy) for f in families]
         bars = ax.bar([k + (i - (len(policies) - 1) / 2) * width for k in range(len(families))],
@@ -228,10 +228,11 @@ def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> 
     ns = {f: max((s["n"] for s in evaluation["by_family"][f].values()), default=0) for f in families}
     gains = evaluation.get("gains") or {}
     ax.set_xticks(range(len(families)), [f"{f}\n(n={ns[f]})" + "".join(
-        f"\n{name.replace('_vs_', ' vs ').replace('_start', '')}: {g['delta']:+.2f} ({z_text(g['z'])})"
+        f"\n{name.replace('_vs_', ' vs ').replace('_start', '')}: {g['delta']:+.2f} ({Gain(**g).in_se()})"
         for name, g in gains.get(f, {}).items() if name != "final_vs_base") for f in families])
     ax.set(ylim=(0, 1.1), ylabel=f"pass@1 (reward >= {evaluation['threshold']:g}) ± SE",
            title=f"{run_id}: held-out pass@1")
+    ax.tick_params(axis="x", labelsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     _save(fig, report_dir / "heldout.png")
 

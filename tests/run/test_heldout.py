@@ -17,7 +17,8 @@ from gymfleet.cli import app
 from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.envfactory import resolve_instances
 from gymfleet.run.config import load_train_config
-from gymfleet.run.heldout import Gain, HeldOutEvaluation, PassRate, PolicySource, binomial_se, run_policies
+from gymfleet.run.heldout import (Gain, HeldOutEvaluation, PassRate, PolicySource, binomial_se, evaluate_heldout,
+                                  run_policies)
 from gymfleet.run.report import GenerationTimeline, build_report, write_report
 from gymfleet.run.verdict import no_learning_reason, require_learning_failure
 from gymfleet.trainer import AdapterBucket
@@ -62,7 +63,9 @@ def test_report_section_and_plot_from_fake_results(tmp_path: Path) -> None:
     gains = section["gains"]
     assert set(gains["echo"]) == {"warm_start_vs_base", "final_vs_warm_start", "final_vs_base"}
     assert gains["echo"]["final_vs_base"] == {"delta": 0.5, "se": pytest.approx(math.sqrt(2 * 0.75 * 0.25 / 4)),
-                                              "z": pytest.approx(1.633, abs=1e-3), "meets": False}
+                                              "z": pytest.approx(1.633, abs=1e-3), "meets": False,
+                                              "n_paired": 0, "se_paired": None, "z_paired": None,
+                                              "meets_paired": None}  # no outcomes given: unpaired only
     assert set(gains["coin"]) == {"final_vs_base"} and gains["coin"]["final_vs_base"]["meets"] is False
 
 
@@ -171,3 +174,29 @@ def test_the_policies_of_a_run_are_base_warm_start_and_newest(tmp_path: Path) ->
     base, warm, final = run_policies(bucket, tmp_path / "fetched")
     assert (base.name, warm.name, warm.version, final.name, final.version) == ("base", "warm_start", 1, "final", 2)
     assert Path(final.adapter, "adapter_config.json").is_file()
+
+
+def test_the_paired_standard_error_is_over_per_rollout_differences() -> None:
+    after, before = [1, 1, 1, 0], [1, 0, 1, 0]   # d = 0, 1, 0, 0: mean 0.25, sample sd 0.5, se 0.25
+    ids = [f"r{i}" for i in range(4)]
+    gain = Gain.between(PassRate.from_rewards(after, 1.0), PassRate.from_rewards(before, 1.0),
+                        (dict(zip(ids, map(bool, after))), dict(zip(ids, map(bool, before)))))
+    assert (gain.n_paired, gain.se_paired, gain.z_paired, gain.meets_paired) == (4, pytest.approx(0.25), pytest.approx(1.0), False)
+    assert gain.describe() == "+0.250 ± 0.331 (0.8 SE; paired 1.0 SE)"
+    every = {i: True for i in ids}
+    never = {i: False for i in ids} | {"only-before": False}  # a rollout one policy lacks is left out
+    exact = Gain.between(PassRate.from_rewards([1] * 4, 1.0), PassRate.from_rewards([0] * 5, 1.0), (every, never))
+    assert (exact.n_paired, exact.se_paired, exact.z_paired, exact.meets_paired) == (4, 0.0, None, True)
+    assert Gain.between(PassRate.from_rewards(after, 1.0), PassRate.from_rewards(before, 1.0)).n_paired == 0
+
+
+async def test_policies_evaluated_on_the_same_instances_share_rollout_ids(tmp_path: Path) -> None:
+    cfg = load_train_config(tiny_train_config(tmp_path, "paired", heldout=HELDOUT,
+                                              policy={"kind": "import", "factory": "tests.orchestrator.fakes:echo_gateway"}))
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    out = await evaluate_heldout(cfg, [PolicySource("base"), PolicySource("final", str(adapter), 2)], tmp_path / "held")
+    passed = out.passed["echo"]
+    assert set(passed["base"]) == set(passed["final"]) and len(passed["base"]) == 4  # 2 instances x 2 samples
+    gain = out.gains()["echo"]["final_vs_base"]
+    assert gain.n_paired == 4 and gain.delta == 0.0 and gain.meets_paired is False
