@@ -201,8 +201,8 @@ class HeldOutEvaluation:
         }
 
     def lines(self) -> list[str]:
-        """One line per family: ``echo: base 0.250 ± 0.153 (n=8), final 0.500 ± 0.177 (n=8); final vs
-        base +0.250 ± 0.234 (1.1 SE)``."""
+        """One line per family: ``echo: base 0.250 ± 0.153 (n=8), warm_start ..., final 0.500 ± 0.177 (n=8);
+        warm start vs base ...; final vs warm start +0.250 ± 0.234 (1.1 SE; paired 1.4 SE)``."""
         gains = self.gains()
         return [f"{family}: " + ", ".join(f"{name} {by_policy[name].describe()}"
                                           for name in POLICIES if name in by_policy)
