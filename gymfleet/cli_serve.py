@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -63,8 +64,6 @@ def serve(
         max_context_tokens=max_context_tokens, n_threads=threads,
     )
     engine = TransformersEngine(config)
-    from pathlib import Path
-
     cache = Path(adapter_cache) if adapter_cache else None
     uvicorn.run(build_app(engine, served_model_name, adapter_cache=cache), host=host, port=port, log_level="warning")
 

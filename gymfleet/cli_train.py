@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gymfleet.run.display import PLAIN_INTERVAL_S
-from gymfleet.run.heldout import Gain
+from gymfleet.run.heldout import Gain, gains_text
 
 console = Console(stderr=True)
 
@@ -93,7 +93,7 @@ def _not_loaded(report: dict) -> str:
 
 def _evaluation_lines(report: dict) -> list[str]:
     """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...; final vs warm start +0.250
-    (1.1 SE)`` per family (the gains: :meth:`gymfleet.run.heldout.HeldOutEvaluation.gains`)."""
+    ± 0.234 (1.1 SE)`` per family (the gains: :func:`gymfleet.run.heldout.gains_text`)."""
     evaluation = report.get("evaluation")
     if not evaluation:
         return []
@@ -101,6 +101,5 @@ def _evaluation_lines(report: dict) -> list[str]:
     gains = evaluation.get("gains") or {}
     return [head + f"{family}: " + ", ".join(f"{name} {s['pass_at_1']:.3f} ± {s['se']:.3f} (n={s['n']})"
                                             for name, s in by_policy.items())
-            + "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {g['delta']:+.3f} ({Gain(**g).in_se()})"
-                      for name, g in gains.get(family, {}).items() if name != "final_vs_base")
+            + gains_text({name: Gain(**g) for name, g in gains.get(family, {}).items()})
             for family, by_policy in evaluation["by_family"].items()]

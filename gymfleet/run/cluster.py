@@ -307,8 +307,7 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
     timeline = GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0)
     report = build_report(Path(cfg.report_dir), "async", timeline, run.run_id)
     report["cluster"] = {"address": address, "hosts": sorted(hosts), "shards": [r.__dict__ for r in results],
-                         "learner_end": end, "sandboxes_swept": swept}
-    report["cluster"]["replicas"] = replica_stats
+                         "learner_end": end, "sandboxes_swept": swept, "replicas": replica_stats}
     report["budget"] = cfg.budget.model_dump(mode="json")
     spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
     report["run_status"] = "completed_budget" if spent else "interrupted"

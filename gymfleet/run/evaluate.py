@@ -7,7 +7,7 @@ untrained one are compared on the same instances with the same sampling seeds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -20,16 +20,28 @@ from gymfleet.run.collection import collect
 
 @dataclass(frozen=True)
 class EvalResult:
-    """Mean reward over the rollouts that finished (infrastructure failures excluded).
+    """The rewards of the rollouts that finished (infrastructure failures excluded).
 
     ``by_rollout`` maps each of those rollouts' ids to its reward: the ids are the same for every
     policy evaluated on the same instances, samples and seed, so two results can be paired.
     """
 
-    mean_reward: float
-    n_rollouts: int
-    rewards: list[float]
-    by_rollout: dict[str, float] = field(default_factory=dict)
+    by_rollout: dict[str, float]
+
+    @property
+    def rewards(self) -> list[float]:
+        """The rewards, in the store's order."""
+        return list(self.by_rollout.values())
+
+    @property
+    def n_rollouts(self) -> int:
+        """Rollouts scored."""
+        return len(self.by_rollout)
+
+    @property
+    def mean_reward(self) -> float:
+        """Their mean reward (0 when none finished)."""
+        return sum(self.by_rollout.values()) / max(self.n_rollouts, 1)
 
 
 async def evaluate(
@@ -60,10 +72,8 @@ async def evaluate(
     await collect(config, console=Console(stderr=True, quiet=True), live=False)
     async with await TrajectoryStore.open(config.store) as store:
         rows = await store.trajectories(run_id, limit=None)
-    done = {r.trajectory.rollout_id: r.trajectory.reward for r in rows if r.trajectory.status.trains
-            and r.trajectory.status is not RolloutStatus.aborted}
-    rewards = list(done.values())
-    return EvalResult(sum(rewards) / max(len(rewards), 1), len(rewards), rewards, done)
+    return EvalResult({r.trajectory.rollout_id: r.trajectory.reward for r in rows if r.trajectory.status.trains
+                       and r.trajectory.status is not RolloutStatus.aborted})
 
 
 def _policy(policy: PolicyConfig | None, adapter: str | None) -> PolicyConfig | dict[str, object]:

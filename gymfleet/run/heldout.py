@@ -145,6 +145,13 @@ class Gain:
         return z_text(self.z) + (f"; paired {z_text(self.z_paired)}" if self.n_paired else "")
 
 
+def gains_text(gains: dict[str, Gain]) -> str:
+    """``; warm start vs base +0.667 ± 0.068 (9.8 SE); final vs warm start ...``: the gains of one
+    family as a summary line ends (``final_vs_base`` left out: the scores beside it show it)."""
+    return "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {gain.describe()}"
+                   for name, gain in gains.items() if name != "final_vs_base")
+
+
 def z_text(z: float | None) -> str:
     """``2.7 SE``, or ``exact`` for a gain between two scores of se 0 (:attr:`Gain.z` None)."""
     return "exact" if z is None else f"{z:.1f} SE"
@@ -206,8 +213,7 @@ class HeldOutEvaluation:
         gains = self.gains()
         return [f"{family}: " + ", ".join(f"{name} {by_policy[name].describe()}"
                                           for name in POLICIES if name in by_policy)
-                + "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {gain.describe()}"
-                          for name, gain in gains.get(family, {}).items() if name != "final_vs_base")
+                + gains_text(gains.get(family, {}))
                 for family, by_policy in self.scores.items()] + [
             f"{family}: not evaluated: {error}" for family, error in self.errors.items()]
 
