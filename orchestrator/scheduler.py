@@ -24,7 +24,7 @@ from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
 from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
+from gymfleet.orchestrator.rollout import OUTAGE_METRIC, EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
 from gymfleet.orchestrator.store.errors import StoreWriteError
 from gymfleet.orchestrator.store.schema import RunStatus
@@ -312,11 +312,12 @@ class Scheduler:
         if self.store.fatal_error is not None:
             self._stop_on(self.store.fatal_error)
         self.stats.finished(work.name, traj)
-        if status is RolloutStatus.infra_error:
+        # an outage (no replica live) is not the task's fault: retried, never counted
+        if status is RolloutStatus.infra_error and not traj.metrics.get(OUTAGE_METRIC):
             work.consecutive_infra += 1
             if work.consecutive_infra >= self.config.quarantine_after and work.quarantined is None:
                 self._quarantine(work, traj.reason)
-        elif status is not RolloutStatus.aborted:
+        elif status not in (RolloutStatus.infra_error, RolloutStatus.aborted):
             work.consecutive_infra = 0
         if retry and work.quarantined is None:
             work.requeue(sample)
