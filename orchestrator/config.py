@@ -181,7 +181,8 @@ class RunConfig(StrictModel):
     metrics_interval_s: float = Field(default=5.0, gt=0)
     """Seconds between metrics snapshots (and config re-reads for live weight changes)."""
     seed: int = 0
-    """Base seed; each rollout's sampling seed derives from it and the rollout id."""
+    """Base seed; each turn's sampling seed derives from it, the rollout id and the turn index
+    (``gymfleet.core.sampling.turn_seed``)."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     """The policy: a gateway over engines serving ``policy.model``."""
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -270,7 +269,7 @@ class Scheduler:
         cfg = work.cfg
         request = RolloutRequest(
             self.config.run_id, sample.group_id, rollout_id, cfg.registered_id, sample.instance_id,
-            self._sampling(cfg.sampling, rollout_id),
+            self._sampling(cfg.sampling),
             cfg.max_turns, cfg.turn_timeout_s, cfg.rollout_timeout_s,
         )
         rollout = Rollout(request, self.env_factories[work.name], self.gateway)
@@ -278,10 +277,11 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _sampling(self, base: SamplingParams, rollout_id: str) -> SamplingParams:
+    def _sampling(self, base: SamplingParams) -> SamplingParams:
+        # The run's seed is the base: the gateway derives each turn's seed from it, the rollout id
+        # and the turn index (gymfleet.core.sampling.turn_seed).
         # model_construct: the base was validated once; copying it per rollout was a hot spot.
-        seed = zlib.crc32(f"{self.config.seed}/{rollout_id}".encode())
-        return SamplingParams.model_construct(**{**base.__dict__, "seed": seed})
+        return SamplingParams.model_construct(**{**base.__dict__, "seed": self.config.seed})
 
     async def _run_one(self, work: TaskWork, sample: SampleRef, rollout: Rollout, version: int) -> None:
         try:
