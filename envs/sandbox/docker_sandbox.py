@@ -43,6 +43,8 @@ from gymfleet.envs.sandbox.docker_exec import (
     wrapper_argv,
 )
 from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
+from gymfleet.envs.sandbox.docker_seal import copy_folder
+from gymfleet.envs.sandbox.docker_seal import stop_processes as _stop_all
 
 if TYPE_CHECKING:
     from gymfleet.envs.sandbox.docker import DockerBackend
@@ -353,6 +355,41 @@ class DockerSandbox:
             log.info("sandbox %s changed %d paths outside its workdir and /tmp (%s...): not reused",
                      container.short_id, len(left), left[0])
         return not left
+
+    async def stop_processes(self) -> list[str]:
+        """Kills every process but PID 1, checked from the host (``envs/sandbox/docker_seal.py``).
+
+        Returns:
+            The command lines of the processes that were alive, as the host saw them.
+
+        Raises:
+            SandboxDamagedError: some process outlived the kill.
+            SandboxError: Docker failed.
+        """
+        return await _stop_all(self._backend, self._live())
+
+    async def verifier(self) -> DockerSandbox:
+        """This sandbox when its writable layer changed nowhere outside the workdir, ``/tmp`` and
+        the commands' output folder since it started, else a fresh sandbox of the same spec (the
+        caller closes it) holding a copy of the workdir. Call after :meth:`stop_processes`.
+
+        Raises:
+            SandboxError: Docker failed, or the fresh sandbox did not start.
+        """
+        container = self._live()
+        with docker_errors("list the sandbox's changed files", container.short_id):
+            changed = await self._backend.run_blocking(changed_paths, container)
+        if not outside(changed - self._baseline, (self.spec.workdir, "/tmp", EXEC_ROOT)):
+            return self
+        fresh = DockerSandbox(self._backend, self.spec, self.labels)
+        try:
+            await fresh.start()
+            with docker_errors("copy the workdir to the verifier's sandbox", container.short_id):
+                await self._backend.run_blocking(copy_folder, container, fresh._live(), self.spec.workdir)
+        except BaseException:
+            await fresh.close()
+            raise
+        return fresh
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.
