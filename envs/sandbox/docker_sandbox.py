@@ -16,6 +16,7 @@ import logging
 import posixpath
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Self
 
 from docker.models.containers import Container
@@ -30,7 +31,13 @@ from gymfleet.envs.errors import (
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
 from gymfleet.envs.sandbox.docker_container import create_container
-from gymfleet.envs.sandbox.docker_errors import NOT_RERUN, ContainerState, docker_errors, explain_lost_frame
+from gymfleet.envs.sandbox.docker_errors import (
+    NOT_RERUN,
+    ContainerState,
+    docker_errors,
+    explain_lost_frame,
+    oom_damage,
+)
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
     KILL_SCRIPT,
@@ -146,6 +153,29 @@ class DockerSandbox:
             SandboxError: any other Docker failure.
         """
         container = self._live()
+        async with self._oom_is_damage(container):
+            return await self._exec(container, cmd, timeout_s, workdir, env)
+
+    @contextlib.asynccontextmanager
+    async def _oom_is_damage(self, container: Container) -> AsyncIterator[None]:
+        """Turns "stopped from outside" into the policy's damage when Docker says the memory
+        limit's OOM killer stopped the container (its files filled the memory, perhaps from a
+        background command, noticed only by the next call)."""
+        try:
+            yield
+        except SandboxLostError as lost:
+            try:
+                attrs = await self._backend.run_blocking(self._backend.client().api.inspect_container, container.id)
+            except Exception:  # gone altogether: the loss stands
+                raise lost from None
+            damage = oom_damage(ContainerState.of(attrs), container.short_id)
+            if damage is None:
+                raise
+            raise damage from lost
+
+    async def _exec(
+        self, container: Container, cmd: str, timeout_s: float, workdir: str | None, env: dict[str, str] | None
+    ) -> ExecResult:
         try:
             return await self._attempt(container, cmd, timeout_s, workdir, env)
         except _NoProcessError as exc:
@@ -366,7 +396,9 @@ class DockerSandbox:
             SandboxDamagedError: some process outlived the kill.
             SandboxError: Docker failed.
         """
-        return await _stop_all(self._backend, self._live())
+        container = self._live()
+        async with self._oom_is_damage(container):
+            return await _stop_all(self._backend, container)
 
     async def verifier(self) -> DockerSandbox:
         """This sandbox when its writable layer changed nowhere outside the workdir, ``/tmp`` and
@@ -377,8 +409,9 @@ class DockerSandbox:
             SandboxError: Docker failed, or the fresh sandbox did not start.
         """
         container = self._live()
-        with docker_errors("list the sandbox's changed files", container.short_id):
-            changed = await self._backend.run_blocking(changed_paths, container)
+        async with self._oom_is_damage(container):
+            with docker_errors("list the sandbox's changed files", container.short_id):
+                changed = await self._backend.run_blocking(changed_paths, container)
         if not outside(changed - self._baseline, (self.spec.workdir, "/tmp", EXEC_ROOT)):
             return self
         fresh = DockerSandbox(self._backend, self.spec, self.labels)
@@ -400,6 +433,10 @@ class DockerSandbox:
             SandboxLostError: the container is gone.
         """
         container, target = self._live(), self._path(path)
+        async with self._oom_is_damage(container):
+            await self._put(container, target, data, mode)
+
+    async def _put(self, container: Container, target: str, data: bytes, mode: int) -> None:
         with file_errors("write", target, container.short_id):
             ok = await self._backend.run_blocking(container.put_archive, "/", file_archive(target, data, mode))
         if not ok:
@@ -413,8 +450,9 @@ class DockerSandbox:
             SandboxLostError: the container is gone.
         """
         container, target = self._live(), self._path(path)
-        with file_errors("read", target, container.short_id):
-            return await self._backend.run_blocking(read_regular_file, container, target)
+        async with self._oom_is_damage(container):
+            with file_errors("read", target, container.short_id):
+                return await self._backend.run_blocking(read_regular_file, container, target)
 
     async def close(self) -> None:
         """Kills and removes the container and its volumes. Idempotent; a container already gone
