@@ -108,7 +108,7 @@ def run_gymfleet(args: argparse.Namespace, root: Path, console: Any) -> dict[str
         async with await TrajectoryStore.open(cfg.run.store) as store:
             return len(await store.trajectories("vs-trl", limit=None))
 
-    report = outcome.report
+    report = outcome.report.to_dict()
     return {"wall_s": wall, "report_wall_s": report.get("wall_s"), "samples_generated": asyncio.run(generated()),
             "samples_trained": args.steps * args.prompts_per_step * args.group_size,
             # one row per learner iteration; rows with n_groups 0 trained nothing (every sample too stale)
