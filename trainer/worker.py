@@ -1,7 +1,7 @@
 """The learner process: claims groups from the store, trains, publishes, logs each step as JSON.
 
-Started by :mod:`gymfleet.run.job` with ``multiprocessing`` (spawn), so that training never
-blocks the orchestrator's event loop. It shares four things with its parent: a stop event
+Started by a :class:`gymfleet.run.learner.LearnerHandle` (a ``multiprocessing`` spawn child, a
+thread, or a Ray actor), so that training never blocks the orchestrator's event loop. It shares four things with its parent: a stop event
 (finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
 on it), a counter of groups a step asked for beyond its first claim (dynamic sampling's refill:
 sync mode lets that many more groups start), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
@@ -17,20 +17,24 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gymfleet.trainer.learner import LearnerConfig
+
+from gymfleet.core.jsonl import open_for_append
 
 STEPS_FILE = "learner.jsonl"
 PID_FILE = "learner.pid"
 POLL_S = 0.2
-CLAIMER = "learner"
 
 
 @dataclass(frozen=True)
 class WorkerArgs:
     """What the learner process needs (picklable: it crosses the spawn)."""
 
-    learner: dict[str, Any]
-    """LearnerConfig as JSON."""
+    learner: LearnerConfig
+    """The learner's settings (a pydantic model: it pickles across the spawn)."""
     store_url: str
     run_id: str
     bucket_url: str
@@ -87,25 +91,27 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         StoreError: the store cannot be opened or read.
     """
     from gymfleet.orchestrator.store import TrajectoryStore
+    from gymfleet.orchestrator.store.claims import new_learner_id
     from gymfleet.trainer.bucket import AdapterBucket
-    from gymfleet.trainer.learner import Learner, LearnerConfig
+    from gymfleet.trainer.learner import Learner
     from gymfleet.trainer.source import StoreGroupSource
 
     if args.n_threads:
         import torch
 
         torch.set_num_threads(args.n_threads)
-    config = LearnerConfig.model_validate(args.learner)
+    config = args.learner
     async with await TrajectoryStore.open(args.store_url) as store:
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
-        released = await source.release_own_claims(CLAIMER)
-        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER,
+        claimer = new_learner_id()  # its own identity: a second learner on the run is refused
+        released = await source.take_seat(claimer, config.claim_lease_s)
+        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=claimer,
                           on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
                  learner.version, released)
-        with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
+        with open_for_append(Path(args.report_dir) / STEPS_FILE) as out:
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
                          "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
                          "device": str(learner.device)})
@@ -130,6 +136,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
                 _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
             _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
                          "idle_s": idle_s})
+        await source.leave_seat()  # a successor on another host need not wait out the seat
 
 
 def _torch_threads() -> int:
