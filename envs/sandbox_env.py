@@ -29,11 +29,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.actions import Command, Word, bash_block, parse_fenced_action
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
 from gymfleet.envs.errors import SandboxDamagedError
+from gymfleet.envs.images import ImageTags
 from gymfleet.envs.resources import EnvResources, ResourcesConfig, SandboxLease
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
@@ -43,10 +43,8 @@ Step = tuple[str, float, bool, bool, dict[str, Any]]
 SUBMIT = "submit"
 
 
-class SandboxEnvConfig(BaseModel):
+class SandboxEnvConfig(StrictModel):
     """Arguments every sandbox env takes; a subclass's config extends it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sandbox: str = "auto"
     """Sandbox backend: ``auto`` (the resources' choice: Docker when a daemon answers, else
@@ -192,7 +190,7 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
             return name
         if backend != "docker":
             return f"gymfleet/{name}:latest"
-        return await (await self.env_resources()).image_tag(name)
+        return await (await self.env_resources()).get(ImageTags).tag(name)
 
     @property
     def episode(self) -> SandboxEpisode[InstanceT] | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.slides.brief import Brief
 from gymfleet.envs.slides.records import Rect, RenderReport, SlideRender, TextItem
 
@@ -42,7 +43,7 @@ MAX_DETAIL_CHARS = 1200
 """A check's detail is cut here (it goes into every render report the agent reads)."""
 
 
-class CheckConfig(BaseModel):
+class CheckConfig(StrictModel):
     """Thresholds of the checks (CSS px of the 1280x720 frame)."""
 
     min_font_px: float = 18.0

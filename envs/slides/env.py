@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gymfleet.envs.browser.chromium import ChromiumConfig
+from gymfleet.envs.browser.hosts import BrowserHosts
 from gymfleet.envs.errors import SandboxFileError
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.slides import prompts
@@ -19,6 +20,10 @@ from gymfleet.envs.slides.records import RenderReport
 from gymfleet.envs.slides.render import DeckRenderer, RenderConfig
 
 DECK_FILE = "deck.html"
+
+
+class SlideBriefs(Catalogue[str, dict[str, Brief]]):
+    """Parsed briefs by folder, once per process (``resources.get(SlideBriefs)``)."""
 
 
 class SlidesEnvConfig(SandboxEnvConfig):
@@ -97,9 +102,9 @@ class SlidesEnv(SandboxEnv[Brief]):
     def __init__(self, sandbox: str | SandboxBackend = "auto", renderer: DeckRenderer | None = None,
                  resources: EnvResources | None = None, **kwargs: Any) -> None:
         super().__init__(sandbox, resources, **kwargs)
-        key = ("slides-briefs", str(self.config.briefs_dir))
+        key = str(self.config.briefs_dir)
         load = lambda: load_briefs(self.config.briefs_dir)  # noqa: E731
-        self.briefs: dict[str, Brief] = resources.shared(key, load) if resources else load()
+        self.briefs: dict[str, Brief] = resources.get(SlideBriefs).load(key, load) if resources else load()
         self.check_config = CheckConfig()
         self.render_config = RenderConfig(executable_path=self.config.chromium)
         self._renderer = renderer
@@ -159,7 +164,7 @@ class SlidesEnv(SandboxEnv[Brief]):
         if self._renderer is not None:
             return self._renderer
         chromium = ChromiumConfig(executable_path=self.config.chromium) if self.config.chromium else None
-        browser = await (await self.env_resources()).browsers.browser("local", chromium)
+        browser = await (await self.env_resources()).get(BrowserHosts).browser("local", chromium)
         return DeckRenderer(self.render_config, browser=browser)
 
     def _run_dir(self, ep: SandboxEpisode[Brief]) -> Path:

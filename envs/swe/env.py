@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox_env import SUBMIT, Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig, SWEHarnesses
 from gymfleet.envs.swe.images import ImageRef
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
 
@@ -29,6 +29,10 @@ shell: `cd` and variables do not carry over. Edit files with shell tools (sed, c
 python). Do not edit the tests: they are replaced when grading.
 When the fix is done, reply with a block that contains only `{SUBMIT}`. Your changes (the diff
 against the original commit) are then graded by the repository's tests."""
+
+
+class SWEInstances(Catalogue[tuple[str, tuple[str, ...]], dict[str, SWEInstance]]):
+    """Loaded instances by (dataset, chosen ids), once per process (``resources.get(SWEInstances)``)."""
 
 
 class SWEEnvConfig(SandboxEnvConfig):
@@ -105,9 +109,9 @@ class SWEEnv(SandboxEnv[SWEInstance]):
         sandbox = kwargs.pop("sandbox", None) or backend or SWEEnvConfig().sandbox
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
-        key = ("swe-instances", cfg.dataset, tuple(cfg.instance_ids))
+        key = (str(cfg.dataset), tuple(cfg.instance_ids))
         load = lambda: {i.instance_id: i for i in load_instances(cfg.dataset, cfg.instance_ids)}  # noqa: E731
-        self._instances: dict[str, SWEInstance] = resources.shared(key, load) if resources else load()
+        self._instances: dict[str, SWEInstance] = resources.get(SWEInstances).load(key, load) if resources else load()
         self._images: dict[str, ImageRef] = {}
 
     @property
@@ -122,7 +126,7 @@ class SWEEnv(SandboxEnv[SWEInstance]):
         config = self.config.harness.model_copy()
         if self.config.repo_mirror is not None:
             config.repo_mirrors = [self.config.repo_mirror, *config.repo_mirrors]
-        return await (await self.env_resources()).swe_harness(config)
+        return await (await self.env_resources()).get(SWEHarnesses).harness(config)
 
     def step_info(self, ep: SandboxEpisode[SWEInstance]) -> dict[str, Any]:
         return {"instance_id": ep.instance_id, "image": ep.state.get("image", ""), "turn": ep.turn}

@@ -12,7 +12,7 @@ from pydantic import field_validator
 
 from gymfleet.envs.actions import bash_block
 from gymfleet.envs.errors import SandboxStartError, TaskError
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox.bulk import folder_files, put_files
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
@@ -21,6 +21,11 @@ from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.grader import TestStatus, grade
 from gymfleet.envs.terminal.shell import PersistentShell, scratch_dir
 from gymfleet.envs.terminal.task import BUILTIN_TASKS_DIR, Task, load_tasks
+
+
+class TerminalTasks(Catalogue[tuple[str, tuple[str, ...]], dict[str, Task]]):
+    """Parsed task folders by (resolved ``tasks_dir``, chosen ids), once per process
+    (``resources.get(TerminalTasks)``)."""
 
 
 class TerminalEnvConfig(SandboxEnvConfig):
@@ -91,9 +96,9 @@ class TerminalEnv(SandboxEnv[Task]):
                  **kwargs: Any) -> None:
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
-        key = ("terminal-tasks", str(Path(cfg.tasks_dir).resolve()), tuple(cfg.task_ids or ()))
+        key = (str(Path(cfg.tasks_dir).resolve()), tuple(cfg.task_ids or ()))
         load = lambda: load_tasks(Path(cfg.tasks_dir), cfg.task_ids)  # noqa: E731
-        self.tasks: dict[str, Task] = resources.shared(key, load) if resources else load()
+        self.tasks: dict[str, Task] = resources.get(TerminalTasks).load(key, load) if resources else load()
 
     @property
     def system_prompt(self) -> str:
