@@ -133,11 +133,12 @@ class BrowserEnv(AgentEnv):
     noop_action: ClassVar[str] = "noop()"
     artifacts_kwarg: ClassVar[str | None] = "screenshots_dir"
     requires: ClassVar[frozenset[str]] = frozenset({"chromium"})
+    config_class: ClassVar[type[BrowserEnvConfig]] = BrowserEnvConfig
 
     def __init__(self, host: BrowserHost | None = None, resources: EnvResources | None = None,
                  **kwargs: Any) -> None:
         super().__init__(resources)
-        self.config = BrowserEnvConfig(**kwargs)
+        self.config = self.config_class(**kwargs)
         self.tasks = self._build_tasks(self.config.tasks)
         self._given_host = host
         self._host: BrowserHost | None = host
