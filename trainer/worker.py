@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gymfleet.core.jsonl import open_for_append
+
 STEPS_FILE = "learner.jsonl"
 PID_FILE = "learner.pid"
 POLL_S = 0.2
@@ -105,7 +107,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
                  learner.version, released)
-        with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
+        with open_for_append(Path(args.report_dir) / STEPS_FILE) as out:
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
                          "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
                          "device": str(learner.device)})
