@@ -79,3 +79,49 @@ def test_the_verdict_reads_only_the_report() -> None:
 def test_the_heldout_evaluation_never_imports_the_job() -> None:
     """``gymfleet eval heldout`` runs the held-out evaluation without the training job."""
     assert {i for i in _imports(MODULES["gymfleet.run.heldout"]) if _within(i, "gymfleet.run.job")} == set()
+
+
+# ---- envs and trainer: no envs -> orchestrator import, no import circle (h21a; see issue 21) ----
+
+def _edges(module: str) -> set[str]:
+    """The package's modules ``module`` imports, wherever the import stands (a function body or
+    ``if TYPE_CHECKING`` included); ``from package import submodule`` points at the submodule."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+            found |= subs or {node.module}
+    return {n for n in found if n in MODULES and n != module}
+
+
+def _circles(prefix: str) -> list[list[str]]:
+    """The import circles among the modules under ``prefix`` (depth-first search for back edges)."""
+    graph = {m: {i for i in _edges(m) if _within(i, prefix)} for m in MODULES if _within(m, prefix)}
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append([*path[path.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    return circles
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "gymfleet.envs")))
+def test_envs_never_import_the_orchestrator(module: str) -> None:
+    assert {i for i in _imports(MODULES[module]) if _within(i, "gymfleet.orchestrator")} == set()
+
+
+@pytest.mark.parametrize("package", ["gymfleet.envs", "gymfleet.trainer"])
+def test_no_import_circle_in(package: str) -> None:
+    assert _circles(package) == []

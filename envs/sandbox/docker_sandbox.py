@@ -16,8 +16,10 @@ import logging
 import posixpath
 import time
 import uuid
-from typing import TYPE_CHECKING, Self
+from collections.abc import Callable
+from typing import Any, Protocol, Self, TypeVar
 
+import docker
 from docker.models.containers import Container
 
 from gymfleet.envs.errors import (
@@ -29,7 +31,7 @@ from gymfleet.envs.errors import (
 )
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
-from gymfleet.envs.sandbox.docker_container import create_container
+from gymfleet.envs.sandbox.docker_container import StorageFacts, create_container
 from gymfleet.envs.sandbox.docker_errors import NOT_RERUN, ContainerState, docker_errors, explain_lost_frame
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
@@ -44,10 +46,8 @@ from gymfleet.envs.sandbox.docker_exec import (
 )
 from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
 
-if TYPE_CHECKING:
-    from gymfleet.envs.sandbox.docker import DockerBackend
-
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
 _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
@@ -69,10 +69,43 @@ class _NoProcessError(Exception):
         self.out_of_processes = any(word in reason.lower() for word in _OUT_OF_PROCESSES)
 
 
+class _KillGrace(Protocol):
+    @property
+    def kill_grace_s(self) -> float: ...
+
+
+class DockerHost(Protocol):
+    """What a :class:`DockerSandbox` needs of its backend
+    (:class:`~gymfleet.envs.sandbox.docker.DockerBackend` is the one; a Protocol, so that this
+    module does not import the backend that imports it)."""
+
+    @property
+    def config(self) -> _KillGrace:
+        """The backend's settings; ``kill_grace_s`` bounds the wait for a killed command."""
+        ...
+
+    @property
+    def storage(self) -> StorageFacts:
+        """What the daemon's storage driver supports (disk limits)."""
+        ...
+
+    def client(self) -> docker.DockerClient:
+        """The shared Docker client."""
+        ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Runs a blocking docker SDK call on the backend's thread pool."""
+        ...
+
+    async def sweep_once(self) -> None:
+        """Removes orphaned containers once per backend, before the first start."""
+        ...
+
+
 class DockerSandbox:
     """One container. Use as ``async with backend.create(spec, labels) as sb``."""
 
-    def __init__(self, backend: DockerBackend, spec: SandboxSpec, labels: SandboxLabels) -> None:
+    def __init__(self, backend: DockerHost, spec: SandboxSpec, labels: SandboxLabels) -> None:
         self.spec = spec
         self.labels = labels
         self._backend = backend

@@ -17,7 +17,7 @@ from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox.bulk import folder_files, put_files
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
-from gymfleet.envs.terminal import prompts
+import gymfleet.envs.terminal.prompts as prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.grader import TestStatus, grade
 from gymfleet.envs.terminal.shell import PersistentShell, scratch_dir
