@@ -16,10 +16,9 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, Protocol, Self, TypeVar
+from collections.abc import AsyncIterator
+from typing import Self
 
-import docker
 from docker.models.containers import Container
 
 from gymfleet.envs.errors import (
@@ -31,8 +30,14 @@ from gymfleet.envs.errors import (
 )
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
-from gymfleet.envs.sandbox.docker_container import StorageFacts, create_container
-from gymfleet.envs.sandbox.docker_errors import NOT_RERUN, ContainerState, docker_errors, explain_lost_frame
+from gymfleet.envs.sandbox.docker_container import DockerHost, create_container
+from gymfleet.envs.sandbox.docker_errors import (
+    NOT_RERUN,
+    ContainerState,
+    docker_errors,
+    explain_lost_frame,
+    oom_damage,
+)
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
     KILL_SCRIPT,
@@ -45,9 +50,10 @@ from gymfleet.envs.sandbox.docker_exec import (
     wrapper_argv,
 )
 from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
+from gymfleet.envs.sandbox.docker_seal import copy_folder
+from gymfleet.envs.sandbox.docker_seal import stop_processes as _stop_all
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
 _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
@@ -67,39 +73,6 @@ class _NoProcessError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.out_of_processes = any(word in reason.lower() for word in _OUT_OF_PROCESSES)
-
-
-class _KillGrace(Protocol):
-    @property
-    def kill_grace_s(self) -> float: ...
-
-
-class DockerHost(Protocol):
-    """What a :class:`DockerSandbox` needs of its backend
-    (:class:`~gymfleet.envs.sandbox.docker.DockerBackend` is the one; a Protocol, so that this
-    module does not import the backend that imports it)."""
-
-    @property
-    def config(self) -> _KillGrace:
-        """The backend's settings; ``kill_grace_s`` bounds the wait for a killed command."""
-        ...
-
-    @property
-    def storage(self) -> StorageFacts:
-        """What the daemon's storage driver supports (disk limits)."""
-        ...
-
-    def client(self) -> docker.DockerClient:
-        """The shared Docker client."""
-        ...
-
-    async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Runs a blocking docker SDK call on the backend's thread pool."""
-        ...
-
-    async def sweep_once(self) -> None:
-        """Removes orphaned containers once per backend, before the first start."""
-        ...
 
 
 class DockerSandbox:
@@ -177,6 +150,29 @@ class DockerSandbox:
             SandboxError: any other Docker failure.
         """
         container = self._live()
+        async with self._oom_is_damage(container):
+            return await self._exec(container, cmd, timeout_s, workdir, env)
+
+    @contextlib.asynccontextmanager
+    async def _oom_is_damage(self, container: Container) -> AsyncIterator[None]:
+        """Turns "stopped from outside" into the policy's damage when Docker says the memory
+        limit's OOM killer stopped the container (its files filled the memory, perhaps from a
+        background command, noticed only by the next call)."""
+        try:
+            yield
+        except SandboxLostError as lost:
+            try:
+                attrs = await self._backend.run_blocking(self._backend.client().api.inspect_container, container.id)
+            except Exception:  # gone altogether: the loss stands
+                raise lost from None
+            damage = oom_damage(ContainerState.of(attrs), container.short_id)
+            if damage is None:
+                raise
+            raise damage from lost
+
+    async def _exec(
+        self, container: Container, cmd: str, timeout_s: float, workdir: str | None, env: dict[str, str] | None
+    ) -> ExecResult:
         try:
             return await self._attempt(container, cmd, timeout_s, workdir, env)
         except _NoProcessError as exc:
@@ -387,6 +383,44 @@ class DockerSandbox:
                      container.short_id, len(left), left[0])
         return not left
 
+    async def stop_processes(self) -> list[str]:
+        """Kills every process but PID 1, checked from the host (``envs/sandbox/docker_seal.py``).
+
+        Returns:
+            The command lines of the processes that were alive, as the host saw them.
+
+        Raises:
+            SandboxDamagedError: some process outlived the kill.
+            SandboxError: Docker failed.
+        """
+        container = self._live()
+        async with self._oom_is_damage(container):
+            return await _stop_all(self._backend, container)
+
+    async def verifier(self) -> DockerSandbox:
+        """This sandbox when its writable layer changed nowhere outside the workdir, ``/tmp`` and
+        the commands' output folder since it started, else a fresh sandbox of the same spec (the
+        caller closes it) holding a copy of the workdir. Call after :meth:`stop_processes`.
+
+        Raises:
+            SandboxError: Docker failed, or the fresh sandbox did not start.
+        """
+        container = self._live()
+        async with self._oom_is_damage(container):
+            with docker_errors("list the sandbox's changed files", container.short_id):
+                changed = await self._backend.run_blocking(changed_paths, container)
+        if not outside(changed - self._baseline, (self.spec.workdir, "/tmp", EXEC_ROOT)):
+            return self
+        fresh = DockerSandbox(self._backend, self.spec, self.labels)
+        try:
+            await fresh.start()
+            with docker_errors("copy the workdir to the verifier's sandbox", container.short_id):
+                await self._backend.run_blocking(copy_folder, container, fresh._live(), self.spec.workdir)
+        except BaseException:
+            await fresh.close()
+            raise
+        return fresh
+
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.
 
@@ -396,6 +430,10 @@ class DockerSandbox:
             SandboxLostError: the container is gone.
         """
         container, target = self._live(), self._path(path)
+        async with self._oom_is_damage(container):
+            await self._put(container, target, data, mode)
+
+    async def _put(self, container: Container, target: str, data: bytes, mode: int) -> None:
         with file_errors("write", target, container.short_id):
             ok = await self._backend.run_blocking(container.put_archive, "/", file_archive(target, data, mode))
         if not ok:
@@ -409,8 +447,9 @@ class DockerSandbox:
             SandboxLostError: the container is gone.
         """
         container, target = self._live(), self._path(path)
-        with file_errors("read", target, container.short_id):
-            return await self._backend.run_blocking(read_regular_file, container, target)
+        async with self._oom_is_damage(container):
+            with file_errors("read", target, container.short_id):
+                return await self._backend.run_blocking(read_regular_file, container, target)
 
     async def close(self) -> None:
         """Kills and removes the container and its volumes. Idempotent; a container already gone
