@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ def bytes_to_array(data: bytes, dtype: str) -> np.ndarray:
 def json_safe(value: Any) -> Any:
     """``value`` made JSON-serialisable: numpy scalars and arrays become Python ones, unknown
     objects their ``str``, non-finite floats ``None`` (PostgreSQL's JSON rejects NaN)."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or an info's Volatile (gymfleet.envs.info)
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [json_safe(v) for v in value]
