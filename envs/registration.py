@@ -39,6 +39,8 @@ BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
       "prompt": "brief"}),
     ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
     ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
+    # community task folders (needs env_kwargs path=...; see docs/harbor.md)
+    ("gymfleet/Harbor-v0", "gymfleet.envs.harbor.env:HarborEnv", None, {}),
 ]
 
 # Modules exposing ``register_envs()``; each registers a family of ids (one per MiniWoB task).
