@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing as mp
 import signal
-import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from gymfleet.orchestrator.store.engine import display_url
+
+if TYPE_CHECKING:
+    from gymfleet.run.learner import LearnerHandle
 
 console = Console(stderr=True)
 
@@ -31,40 +32,39 @@ def learn_command(
     """Trains the run's adapter from the groups in its store and publishes each version to its
     bucket, until the budget is spent or SIGINT/SIGTERM; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config, url_overrides
+    from gymfleet.run.learner import ThreadLearner
     from gymfleet.run.report import last_event
-    from gymfleet.trainer import learn
 
     cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli_errors)
     report = Path(cfg.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    args = cfg.worker_args()
-    stop = threading.Event()
-    _stop_on_signals(stop)
-    wall = threading.Timer(cfg.budget.max_wall_s or 0.0, stop.set)
-    wall.daemon = True
-    if cfg.budget.max_wall_s is not None:
-        wall.start()
+    learner = ThreadLearner(cfg.worker_args(), on_step=_print_step)
+    _stop_on_signals(learner)
     console.print(f"learner of run {cfg.run.run_id}: store {display_url(cfg.run.store)}, bucket {cfg.bucket}",
                   markup=False, highlight=False)
-    try:
-        asyncio.run(learn(args, stop, mp.Value("i", 0), on_step=_print_step))
-    finally:
-        wall.cancel()
+    learner.start()
+    asyncio.run(_run_out(learner, cfg.budget.max_wall_s))
     end = last_event(report, "end")
     console.print(f"learner stopped at step {end.get('step')}, policy v{end.get('version')} in {cfg.bucket}; "
                   "rerun the same command to resume", markup=False, highlight=False)
 
 
-def _stop_on_signals(stop: threading.Event) -> None:
+async def _run_out(learner: LearnerHandle, max_wall_s: float | None) -> None:
+    """Until the learner spends its step budget, ``max_wall_s`` passes or a signal stops it."""
+    await learner.run_out(max_wall_s)
+    await learner.wait()
+
+
+def _stop_on_signals(learner: LearnerHandle) -> None:
     """The first SIGINT/SIGTERM lets the step finish and what it trained be published; a second
     one stops at once."""
     def handler(signum: int, _: Any) -> None:
-        if stop.is_set():
+        if learner.stop_requested:
             raise KeyboardInterrupt
         console.print("stopping: the learner finishes its step and publishes what it trained")
-        stop.set()
+        learner.stop()
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from gymfleet.run.display import PLAIN_INTERVAL_S
-from gymfleet.run.heldout import Gain, gains_text
+from gymfleet.run.records import Gain, TrainReport, gains_text
 
 console = Console(stderr=True)
 
@@ -44,8 +44,8 @@ def train_command(
         from gymfleet.run.cluster import train_on_cluster
 
         report = train_on_cluster(cfg, cluster, console)
-        console.print(f"run {report['run_id']} on Ray: {report['run_status']}, {report['n_steps']} learner steps "
-                      f"(last step {report['last_step']}), policy v{report['final_version']}, {report['wall_s']:.0f} s",
+        console.print(f"run {report.run_id} on Ray: {report.run_status}, {report.n_steps} learner steps "
+                      f"(last step {report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
                       markup=False, highlight=False)
         _verdict(report, require_learning)
         print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
@@ -54,9 +54,9 @@ def train_command(
                                 progress_every_s=progress_every))
     r = outcome.report
     console.print(
-        f"run {r['run_id']} ({r['mode']}): {r['run_status']}, {r['n_steps']} learner steps this start (last step {r['last_step']}), "
-        f"policy v{r['final_version']}, {r['wall_s']:.0f} s; learner idle {r['learner_idle_fraction']:.0%}, "
-        f"generation idle {r['generation_idle_fraction']:.0%}; {r['zero_variance_groups']} zero-variance groups"
+        f"run {r.run_id} ({r.mode}): {r.run_status}, {r.n_steps} learner steps this start (last step {r.last_step}), "
+        f"policy v{r.final_version}, {r.wall_s:.0f} s; learner idle {r.learner_idle_fraction:.0%}, "
+        f"generation idle {r.generation_idle_fraction:.0%}; {r.zero_variance_groups} zero-variance groups"
         + _not_loaded(r),
         markup=False, highlight=False,
     )
@@ -69,32 +69,32 @@ def train_command(
         raise typer.Exit(3)
 
 
-def _verdict(report: dict, require_learning: bool) -> None:
+def _verdict(report: TrainReport, require_learning: bool) -> None:
     """Prints the held-out lines and why nothing was learned (if so); with ``require_learning``,
     exits 3 when the run shows no learning (:func:`gymfleet.run.verdict.require_learning_failure`)."""
-    for line in _evaluation_lines(report):
+    for line in _evaluation_lines(report.evaluation):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if report.get("no_learning"):
-        console.print(report["no_learning"], markup=False, highlight=False, soft_wrap=True)
+    if report.no_learning:
+        console.print(report.no_learning, markup=False, highlight=False, soft_wrap=True)
     if require_learning:
         from gymfleet.run.verdict import require_learning_failure
 
-        failed = require_learning_failure(report)
+        failed = require_learning_failure(report.to_dict())
         if failed is not None:
             console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
             raise typer.Exit(3)
 
 
-def _not_loaded(report: dict) -> str:
+def _not_loaded(report: TrainReport) -> str:
     """The summary's note on adapter versions the engines skipped (empty when none was)."""
-    skipped = [f"v{f['version']}" for f in report["adapter_load_failures"]]
-    return f"; adapter versions not loaded: {', '.join(skipped)} (engines serve v{report['served_version']})" if skipped else ""
+    skipped = [f"v{f['version']}" for f in report.adapter_load_failures]
+    return f"; adapter versions not loaded: {', '.join(skipped)} (engines serve v{report.served_version})" if skipped else ""
 
 
-def _evaluation_lines(report: dict) -> list[str]:
+def _evaluation_lines(evaluation: dict[str, Any] | None) -> list[str]:
     """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...; final vs warm start +0.250
-    ± 0.234 (1.1 SE)`` per family (the gains: :func:`gymfleet.run.heldout.gains_text`)."""
-    evaluation = report.get("evaluation")
+    ± 0.234 (1.1 SE)`` per family (the gains: :func:`gymfleet.run.records.gains_text`), from the
+    report's ``evaluation`` section."""
     if not evaluation:
         return []
     head = f"held-out pass@1 (reward >= {evaluation['threshold']:g}) "

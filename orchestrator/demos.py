@@ -110,7 +110,8 @@ class DemonstrationSession:
 class DemonstrationGateway:
     """A :class:`~gymfleet.orchestrator.protocols.PolicyGateway` playing gold policies.
 
-    Register each rollout's gold policy with :meth:`expect` before the rollout opens its session.
+    Register each rollout's gold policy with :meth:`expect` before the rollout opens its session,
+    or each group's with :meth:`expect_group` (a scheduler's rollouts, whose ids it makes).
 
     Args:
         tokenizer: the policy's tokenizer (its chat template renders the conversation).
@@ -125,20 +126,35 @@ class DemonstrationGateway:
         self.gateway = Gateway(tokenizer, self.engine, GatewayConfig(run_id="demonstrations"))
         self.template = self.gateway.template
         self._policies: dict[str, Policy] = {}
+        self._group_policies: dict[str, Policy] = {}
 
     def expect(self, rollout_id: str, policy: Policy) -> None:
         """Called before a rollout starts: the gold policy that plays ``rollout_id``."""
         self._policies[rollout_id] = policy
 
+    def expect_group(self, group_id: str, policy: Policy) -> None:
+        """Called before a group's rollouts start: the gold policy that plays every rollout of
+        ``group_id`` (a rollout id is ``<group_id>/<sample>/<attempt>``; a retried rollout plays
+        again). The policy must be stateless across episodes."""
+        self._group_policies[group_id] = policy
+
+    def _policy_for(self, rollout_id: str) -> Policy | None:
+        policy = self._policies.pop(rollout_id, None)
+        if policy is not None:
+            return policy
+        group_id = rollout_id.rsplit("/", 2)[0]
+        return self._group_policies.get(group_id)
+
     def open_session(self, rollout_id: str, messages: list[Message]) -> DemonstrationSession:
         """A session replaying the gold policy registered for ``rollout_id``.
 
         Raises:
-            PolicyError: no policy was registered with :meth:`expect`.
+            PolicyError: no policy was registered with :meth:`expect` or :meth:`expect_group`.
         """
-        policy = self._policies.pop(rollout_id, None)
+        policy = self._policy_for(rollout_id)
         if policy is None:
-            raise PolicyError(f"no gold policy registered for rollout {rollout_id!r}: call expect() first")
+            raise PolicyError(f"no gold policy registered for rollout {rollout_id!r}: call expect() or "
+                              "expect_group() first")
         return DemonstrationSession(self.gateway.open_session(rollout_id, messages), self.engine, policy)
 
     @property

@@ -119,11 +119,11 @@ def row_to_json(row: Any) -> dict[str, Any]:
         "n_generated_tokens": row.n_generated_tokens,
         "policy_version_min": row.policy_version_min,
         "policy_version_max": row.policy_version_max,
-        "messages": list(row.messages),
+        "messages": json_safe(list(row.messages)),  # clean even in a store written before the rollout cleaned it
         "reward": row.reward,
-        "metrics": json.dumps(row.metrics, sort_keys=True),
+        "metrics": json.dumps(json_safe(row.metrics), sort_keys=True),
         "status": RolloutStatus(row.status).value,
-        "reason": row.reason,
+        "reason": clean_text(row.reason),
         "timings": json.dumps(row.timings, sort_keys=True),
         "created_at": row.created_at.isoformat(),
     }
