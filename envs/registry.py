@@ -40,6 +40,8 @@ BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
      {"tasks_dir": str(Path(__file__).resolve().parent / "terminal" / "tasks-easy"), "prompt": "brief"}),
     ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
     ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
+    # community task folders (needs env_kwargs path=...; see docs/harbor.md)
+    ("gymfleet/Harbor-v0", "gymfleet.envs.harbor.env:HarborEnv", None, {}),
 ]
 
 
