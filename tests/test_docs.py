@@ -32,7 +32,7 @@ def test_nothing_points_outside_the_clone() -> None:
     assert not offenders, f"these cite the design note outside the repository (use docs/design.md): {offenders}"
 
 
-@pytest.mark.parametrize("folder", ["gymfleet", "gymfleet/core", "gymfleet/run", "envs", "envs/swe", "orchestrator",
+@pytest.mark.parametrize("folder", ["gymfleet", "gymfleet/core", "gymfleet/run", "gymfleet/cli", "envs", "envs/swe", "orchestrator",
                                     "trainer", "images", "tests", "benchmarks", "configs", "scripts", "docs"])
 def test_each_folder_has_a_readme_listing_its_modules(folder: Path) -> None:
     readme = ROOT / folder / "README.md"
