@@ -1,5 +1,5 @@
 """`gymfleet eval swebench`: SWE-bench evaluation of predictions, with progress and a report;
-`gymfleet eval heldout` (:mod:`gymfleet.cli_heldout`): a training config's held-out evaluation."""
+`gymfleet eval heldout` (:mod:`gymfleet.cli.heldout`): a training config's held-out evaluation."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
 from gymfleet.envs.swe.harness import SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
 from gymfleet.envs.swe.predictions import load_predictions
-from gymfleet.cli_heldout import heldout_command
+from gymfleet.cli.heldout import heldout_command
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate predictions on benchmarks, or policies on held-out instances.")
 eval_app.command("heldout")(heldout_command)
