@@ -1,10 +1,9 @@
-"""Registering env ids with Gymnasium: the built-in table, env families, plugins, and the hook
-that does it as soon as Gymnasium is imported.
+"""Registering env ids with Gymnasium: the built-in table, env families and plugins.
 
-This module is light: it imports Gymnasium only inside functions and no env module, so that
-``import gymfleet`` can call :func:`register_on_gymnasium_import` at no cost (Gymnasium alone
-takes ~0.2 s to import). Registration stores ``"module:Class"`` entry points; an env's module
-loads when the env is first made.
+``import gymfleet`` runs :func:`register_all` as soon as Gymnasium is imported (at once if it
+is already; :func:`gymfleet.core.after_import.after_import`), so plain ``gymnasium.make``
+works; importing :mod:`gymfleet.envs.registry` registers too. Registration stores
+``"module:Class"`` entry points: an env's module loads when the env is first made.
 
 A third-party package registers its own envs by declaring, in its ``pyproject.toml``::
 
@@ -15,17 +14,12 @@ A third-party package registers its own envs by declaring, in its ``pyproject.to
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import logging
 import os
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from importlib.machinery import ModuleSpec
-    from types import ModuleType
-
-# No pathlib, logging or importlib.abc at module level: each costs more than the rest of
-# `import gymfleet` (the finder and loader below are duck-typed, as sys.meta_path allows).
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "gymfleet.envs"
 NAMESPACE = "gymfleet"
@@ -44,8 +38,9 @@ BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
 ]
 
 # Modules exposing ``register_envs()``; each registers a family of ids (one per MiniWoB task).
-# They must not need a gymfleet module that imports Gymnasium at import time (the hook below may
-# run while such a module is half imported): import those under TYPE_CHECKING.
+# They must not need a gymfleet module that imports Gymnasium at import time (registration may
+# run while such a module is half imported, Gymnasium's import being its first): import those
+# under TYPE_CHECKING.
 FAMILY_MODULES: list[str] = [
     "gymfleet.envs.browser.miniwob",
 ]
@@ -67,100 +62,24 @@ def register_builtin_envs() -> None:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:  # an optional extra that is not installed
-            _log().debug("env family %s not available: %s", module_name, exc)
+            log.debug("env family %s not available: %s", module_name, exc)
             continue
         module.register_envs()
 
 
-def register_plugins() -> bool:
-    """Calls every installed ``gymfleet.envs`` entry point (each registers its ids).
-
-    Returns:
-        True when every plugin registered; a plugin that raised is logged (a broken plugin must
-        not take the others down) and makes it False.
-    """
-    import importlib.metadata  # ~30 ms: only when registering
-
-    ok = True
+def register_plugins() -> None:
+    """Calls every installed ``gymfleet.envs`` entry point (each registers its ids); a plugin
+    that raises is logged, so that a broken plugin does not take the others down."""
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.value in _OWN_ENTRY_POINTS:
             continue
         try:
             ep.load()()
         except Exception as exc:
-            _log().warning("gymfleet.envs plugin %r failed to register: %s", ep.name, exc)
-            ok = False
-    return ok
+            log.warning("gymfleet.envs plugin %r failed to register: %s", ep.name, exc)
 
 
 def register_all() -> None:
     """The built-in envs, then the plugins'. Idempotent (each ``register`` checks the id)."""
     register_builtin_envs()
     register_plugins()
-
-
-def register_on_gymnasium_import() -> None:
-    """Registers every env with Gymnasium now if Gymnasium is imported, else right after it is.
-
-    Called by ``import gymfleet``, so that ``import gymfleet, gymnasium;
-    gymnasium.make("gymfleet/Terminal-v0")`` works (as ale-py and miniwob register on import)
-    without ``import gymfleet`` importing Gymnasium. The deferred case is a one-shot finder at the
-    front of ``sys.meta_path`` that runs :func:`register_all` once Gymnasium's own module has
-    executed. Idempotent.
-    """
-    if "gymnasium" in sys.modules:
-        _register_quietly()
-    elif not any(isinstance(finder, _AfterGymnasium) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterGymnasium())
-
-
-def _register_quietly() -> None:
-    """:func:`register_all`, never raising: a failure here must not break ``import gymnasium``;
-    ``gymfleet.make`` registers again (and reports) on first use."""
-    try:
-        register_all()
-    except Exception as exc:
-        _log().warning("gymfleet envs not registered with Gymnasium on import: %s", exc)
-
-
-class _AfterGymnasium:
-    """Finds ``gymnasium`` with the finders behind it and wraps its loader so that the envs
-    register once the module has executed; removes itself on first use."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
-        if fullname != "gymnasium":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        for finder in list(sys.meta_path):
-            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _RegisteringLoader(spec.loader)
-                return spec
-        return None
-
-
-class _RegisteringLoader:
-    """Delegates to Gymnasium's own loader, then registers the envs."""
-
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self.loader.exec_module(module)
-        module.__loader__ = module.__spec__.loader = self.loader  # Gymnasium's own, as if never wrapped
-        _register_quietly()
-
-    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, ... of the real loader
-        return getattr(self.loader, name)
-
-
-def _log() -> Any:
-    import logging
-
-    return logging.getLogger(__name__)

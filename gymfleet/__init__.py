@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gymfleet.core.lazy import lazy_exports
-from gymfleet.envs.registration import register_on_gymnasium_import
+from gymfleet.core.after_import import after_import
 
 __version__ = "0.1.0"
 
@@ -54,4 +54,4 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 # gymnasium.make("gymfleet/Terminal-v0") works after `import gymfleet`: the envs register as soon
 # as Gymnasium is imported (at once if it is already), without importing it here.
-register_on_gymnasium_import()
+after_import("gymnasium", "gymfleet.envs.registration:register_all")
