@@ -85,7 +85,7 @@ class ImageDef:
 
 
 @dataclass(frozen=True)
-class ImageRef:
+class BuiltImage:
     """The outcome of :meth:`ImageBuilder.ensure`."""
 
     name: str
@@ -189,7 +189,7 @@ class ImageBuilder:
         except docker.errors.ImageNotFound:
             return False
 
-    def ensure(self, name: str, force: bool = False) -> ImageRef:
+    def ensure(self, name: str, force: bool = False) -> BuiltImage:
         """Builds ``name`` (and any missing parent) unless its current tag exists.
 
         Args:
@@ -206,7 +206,7 @@ class ImageBuilder:
         with lock:
             if not force and self.exists(tag):
                 self._tag_latest(name, tag)
-                return ImageRef(name, tag, built=False)
+                return BuiltImage(name, tag, built=False)
             self._log(f"building {tag}")
             image = self.definition(name)
             if image.is_base:
@@ -214,7 +214,7 @@ class ImageBuilder:
             else:
                 self._build_dockerfile(image, tag)
             self._tag_latest(name, tag)
-        return ImageRef(name, tag, built=True)
+        return BuiltImage(name, tag, built=True)
 
     def _tag_latest(self, name: str, tag: str) -> None:
         self.client.api.tag(tag, f"{IMAGE_REPO}/{name}", "latest")

@@ -15,7 +15,7 @@ from gymfleet.envs.errors import UnknownEnvError
 from gymfleet.envs.registry import env_class, make_agent_env
 from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator.config import TaskConfig
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.rollout import EnvFactory
 
 

@@ -19,7 +19,7 @@ from gymfleet.envs.sandbox import SandboxLabels
 from gymfleet.envs.swe.harness import InstanceResult, SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
 from gymfleet.envs.swe.predictions import Prediction, load_predictions
-from gymfleet.envs.swe.report import RunLayout, RunSummary, write_instance
+from gymfleet.envs.swe.report import RunLayout, SWERunReport, write_instance
 
 OnResult = Callable[[str, str], None]
 """Called as ``on_result(instance_id, outcome)`` when an instance is done (progress display);
@@ -52,7 +52,7 @@ class EvalConfig(StrictModel):
 
 
 async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
-                   harness: SWEHarness | None = None) -> tuple[RunSummary, RunLayout]:
+                   harness: SWEHarness | None = None) -> tuple[SWERunReport, RunLayout]:
     """Grades every prediction; writes per-instance files and the summary.
 
     Returns:
@@ -65,7 +65,7 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
     predictions = load_predictions(config.predictions, instances)
     model = next(iter(predictions.values())).model_name_or_path if predictions else "none"
     layout = RunLayout(config.output_dir, config.run_id, model)
-    summary = RunSummary(total_instances=len(instances), submitted_ids=[])
+    summary = SWERunReport(total_instances=len(instances), submitted_ids=[])
     for instance_id in predictions.keys() - {i.instance_id for i in instances}:
         if not config.instance_ids:
             summary.submitted_ids.append(instance_id)

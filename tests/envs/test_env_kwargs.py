@@ -19,7 +19,7 @@ from gymfleet.core.strict import StrictModel
 from gymfleet.envs.registry import env_class, list_envs
 from gymfleet.orchestrator.config import TaskConfig
 from gymfleet.orchestrator.envfactory import check_env_kwargs
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 
 BUILTIN = sorted({env_class(e).__name__: e for e in list_envs("gymfleet")}.values())
 
