@@ -39,7 +39,7 @@ def test_every_public_error_class_is_a_gymfleet_error() -> None:
 
 
 @pytest.mark.parametrize(("module", "name", "root"), [
-    ("gymfleet.orchestrator.errors", "ConfigError", core.ConfigError),
+    ("gymfleet.core.errors", "ConfigError", core.GymfleetError),
     ("gymfleet.core.models", "ModelError", core.ConfigError),
     ("gymfleet.envs.errors", "UnknownEnvError", core.EnvError),
     ("gymfleet.envs.errors", "SandboxStartError", core.SandboxError),
