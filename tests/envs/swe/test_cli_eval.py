@@ -48,3 +48,34 @@ def test_bad_predictions_file_fails_before_any_progress(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds), "--output-dir", str(tmp_path)])
     assert result.exit_code == 2 and "cannot read predictions" in result.output and "0/5" not in result.output
     assert "line 3 is not JSON" in " ".join(result.output.split())
+
+
+def test_progress_lines_are_printed_when_the_output_is_piped(tmp_path: Path) -> None:
+    instance = "python-semver__python-semver-426"
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": instance, "model_name_or_path": "m", "model_patch": ""}) + "\n")
+    result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds),
+                                      "--run-id", "p", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert f"[1/1] {instance}: empty" in result.output  # CliRunner's output is not a terminal
+
+
+def test_drift_pins_are_loaded_by_default_and_shown_in_the_report(lite_path: Path) -> None:
+    from gymfleet.envs.swe.errors import ProvisionError
+    from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+    from gymfleet.envs.swe.instances import load_instances
+
+    class NoImages(SWEHarness):
+        async def provision(self, instance):  # type: ignore[no-untyped-def]
+            raise ProvisionError("no images in this test")
+
+    import asyncio
+
+    sphinx = load_instances(lite_path, ["sphinx-doc__sphinx-8721"])[0]
+    harness = NoImages(SWEHarnessConfig())
+    assert "docutils<0.22" in harness.spec(sphinx).pip_packages
+    report = asyncio.run(harness.grade(sphinx, sphinx.patch)).report()[sphinx.instance_id]
+    assert report["spec_overrides"]["table"].endswith("drift.yaml")
+    assert "docutils<0.22" in report["spec_overrides"]["fields"]["pip_packages"]
+    plain = NoImages(SWEHarnessConfig(spec_tables=[]))
+    assert "docutils<0.22" not in plain.spec(sphinx).pip_packages
