@@ -104,6 +104,9 @@ async def _run(config: EvalConfig, total: int, console: Console):  # type: ignor
     # piped or redirected: no live bar (it would print nothing until the end), one line each
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("", total=total)
+        if not console.is_terminal:
+            console.print(f"grading {total} instances (run {config.run_id}); a line as each "
+                          "finishes", highlight=False)
 
         def on_result(instance_id: str, outcome: str) -> None:
             counts[outcome] += 1

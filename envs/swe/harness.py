@@ -164,8 +164,7 @@ class SWEHarness:
                            cpus=self.config.cpus, memory_mb=self.config.memory_mb,
                            pids_limit=4096, ttl_s=self.config.eval_timeout_s + 3600,
                            max_output_bytes=self.config.max_output_mb * 1024 * 1024,
-                           # no network: pip fails fast, and builds from the staged wheels
-                           env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE})
+                           env=_pip_env(image))
         return self.backend().create(spec, labels)
 
     async def reset_repo(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef) -> None:
@@ -293,6 +292,15 @@ async def _read_junit(sandbox: Sandbox, path: str) -> JunitReports | None:
         return parse_junit(await sandbox.get_file(path))
     except SandboxError:
         return None
+
+
+def _pip_env(image: ImageRef) -> dict[str, str]:
+    """pip's settings in a sandbox: no index (no network: fail fast); gymfleet's images build
+    from the wheels they staged, official ones (no wheelhouse) from the conda env's own
+    setuptools (no build isolation)."""
+    if image.layout == "swebench":
+        return {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
 
 
 def _with_newline(text: str) -> str:

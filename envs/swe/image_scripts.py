@@ -43,8 +43,7 @@ if os.path.exists("pyproject.toml"):
         from pip._vendor import tomli as toml
     with open("pyproject.toml", "rb") as f:
         requires = toml.load(f).get("build-system", {}).get("requires", requires)
-print("
-".join(requires))
+print("\n".join(requires))
 GYMFLEET_PY_EOF"""
 
 

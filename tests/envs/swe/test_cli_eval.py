@@ -79,3 +79,34 @@ def test_drift_pins_are_loaded_by_default_and_shown_in_the_report(lite_path: Pat
     assert "docutils<0.22" in report["spec_overrides"]["fields"]["pip_packages"]
     plain = NoImages(SWEHarnessConfig(spec_tables=[]))
     assert "docutils<0.22" not in plain.spec(sphinx).pip_packages
+
+
+@pytest.mark.docker
+def test_sigint_stops_a_run_started_in_the_background(docker_available: bool, tmp_path: Path) -> None:
+    """A shell's background job inherits SIGINT ignored; `kill -INT` must still stop the run."""
+    import signal
+    import subprocess
+    import sys
+
+    import docker
+
+    args = [sys.executable, "-m", "gymfleet.cli", "eval", "swebench", "--predictions", "gold",
+            "--instance-ids", "python-semver__python-semver-426", "--run-id", "sigint",
+            "--output-dir", str(tmp_path), "--no-clone", "--run-empty-patches"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # piped: the run says it started
+        assert "grading 1 instances" in first, first
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130, proc.stderr.read() if proc.stderr else ""
+    assert not (tmp_path / "logs/run_evaluation/sigint/gold/python-semver__python-semver-426"
+                / "report.json").exists()
+    left = docker.from_env().containers.list(all=True, filters={"name": "gymfleet-swe-eval-sigint-"})
+    assert left == [], [c.name for c in left]

@@ -101,3 +101,23 @@ def test_instance_images_stage_the_build_requirements_for_an_offline_install() -
     script = setup_instance_script(load_spec(inst.repo, inst.version), inst.base_commit)
     assert f"pip download -q --dest {WHEELHOUSE}" in script
     assert script.index("step: install") < script.index("step: wheelhouse") < script.index("step: commit")
+
+
+def test_the_build_requirements_are_read_from_pyproject(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    from pathlib import Path
+
+    from gymfleet.envs.swe.image_scripts import _BUILD_REQUIRES
+
+    out = Path("/tmp/gymfleet-build-requires.txt")  # where the image build's snippet writes
+
+    def read() -> list[str]:
+        subprocess.run(["bash", "-c", _BUILD_REQUIRES], cwd=tmp_path, check=True, timeout=120)
+        found = out.read_text().split()
+        out.unlink()
+        return found
+
+    assert read() == ["setuptools>=40.8.0", "wheel"]
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling", "hatch-vcs>=0.3"]\n')
+    assert read() == ["hatchling", "hatch-vcs>=0.3"]

@@ -47,10 +47,17 @@ with open(_os.path.join(_site, "zz_gymfleet_hack.pth"), "w") as _f:
 with open(_os.path.join(_site, "zz_gymfleet_plugin.py"), "w") as _f:
     _f.write(%r)
 ''' % FORCE_PASS
+# pytest captures fd 1 and 2 while it imports the code; the hack writes to the saved dup of the
+# real output instead (any pipe among the open fds), then exits before pytest can say otherwise
 FORGE_AND_EXIT = f'''
-import os as _os, sys as _sys
-_sys.stdout.write("PASSED {F2P}\\nPASSED {P2P}\\nFAILED tests/test_other.py::test_x - boom\\n")
-_sys.stdout.flush()
+import os as _os, stat as _stat
+_forged = b"PASSED {F2P}\\nPASSED {P2P}\\nFAILED tests/test_other.py::test_x - boom\\n"
+for _fd in range(3, 256):
+    try:
+        if _stat.S_ISFIFO(_os.fstat(_fd).st_mode) or _stat.S_ISSOCK(_os.fstat(_fd).st_mode):
+            _os.write(_fd, _forged)
+    except OSError:
+        pass
 _os._exit(1)
 '''
 
