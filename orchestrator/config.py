@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.models import ModelSpec
@@ -151,7 +151,9 @@ class RunConfig(StrictModel):
     """A whole run, loaded from one YAML file."""
 
     run_id: str = Field(..., min_length=1, max_length=120, pattern=r"^[A-Za-z0-9._-]+$")
-    """Names the run; starting a config with an existing run id resumes that run."""
+    """Names the run; starting a config with an existing run id resumes that run. It names
+    folders (``runs/{run_id}/...``), so it is one path component: letters, digits, ``._-``, and
+    not ``.`` or ``..``."""
     store: str = "runs/{run_id}/store.db"
     """Store URL (``sqlite:///``, a path, or ``postgresql://``); ``{run_id}`` is filled in."""
     max_in_flight: int = Field(default=1024, ge=1)
@@ -179,12 +181,20 @@ class RunConfig(StrictModel):
     metrics_interval_s: float = Field(default=5.0, gt=0)
     """Seconds between metrics snapshots (and config re-reads for live weight changes)."""
     seed: int = 0
-    """Base seed; each rollout's sampling seed derives from it and the rollout id."""
+    """Base seed; each turn's sampling seed derives from it, the rollout id and the turn index
+    (``gymfleet.core.sampling.turn_seed``)."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     """The policy: a gateway over engines serving ``policy.model``."""
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     """The envs' shared resources: sandbox backend, warm pools, the reaper's period."""
     tasks: list[TaskConfig] = Field(..., min_length=1)
+
+    @field_validator("run_id")
+    @classmethod
+    def _one_folder(cls, run_id: str) -> str:
+        if not run_id.strip("."):
+            raise ValueError(f"run id {run_id!r} would name a folder outside runs/: pick a name with a letter or digit")
+        return run_id
 
     @model_validator(mode="after")
     def _unique_task_names(self) -> RunConfig:

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from gymfleet.core.records import Message, SamplingParams, Trajectory
+from gymfleet.core.sampling import turn_seed
 from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
@@ -54,12 +55,19 @@ class Session:
     async def generate(self, sampling: SamplingParams) -> str:
         """Samples the assistant's reply; appends its ids (mask 1), logprobs and version; returns its text.
 
+        Args:
+            sampling: the rollout's sampling; its ``seed``, when set, is the seed base: this turn
+                samples with ``turn_seed(seed, rollout_id, turn)`` (gymfleet/core/sampling.py),
+                so each turn draws fresh numbers and a rerun of the rollout id draws the same ones.
+
         Raises:
             InferenceError: from the engine (ContextLengthError, NoReplicaError, ...); the
                 conversation is left as it was before the call.
         """
         template = self._template
         prompt_ids = self.token_ids + template.encode(template.generation_prompt(self.messages))
+        if sampling.seed is not None:
+            sampling = sampling.model_copy(update={"seed": turn_seed(sampling.seed, self.rollout_id, len(self.generations))})
         adapter = self._gateway.lease_adapter()
         try:
             generation = await self._gateway.engine.generate(

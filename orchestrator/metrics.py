@@ -8,12 +8,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
+from gymfleet.core.jsonl import open_for_append
+
 
 class MetricsWriter:
     """Appends JSON lines to ``path`` (created with its folder); a context manager.
 
     Args:
-        path: the JSONL file; a restarted run appends to the same file.
+        path: the JSONL file; a restarted run appends to the same file, after cutting off a torn
+            last line the previous start left (:func:`gymfleet.core.jsonl.repair_torn_tail`).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -21,8 +24,7 @@ class MetricsWriter:
         self._file: IO[str] | None = None
 
     def __enter__(self) -> Self:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = open_for_append(self.path)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -12,7 +12,7 @@ env truncated it, turn or time limit   truncated
 PolicyError from the gateway           policy_error
 ContextLengthError (context full)      truncated
 sandbox failure (SandboxError)         infra_error  (from outside: daemon, operator, reaper)
-engine failure (any gateway error)     infra_error
+engine failure (any gateway error)     infra_error  (metrics engine_outage when no replica was live)
 any other env exception (an env bug)   env_error
 cancelled (shutdown)                   aborted
 =====================================  ==============
@@ -39,10 +39,10 @@ from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajec
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.episode import end_damaged
 from gymfleet.envs.errors import SandboxDamagedError, SandboxError
-from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError
+from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError, NoReplicaError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
-from gymfleet.orchestrator.store.codec import json_safe
+from gymfleet.orchestrator.store.codec import clean_text, json_safe
 
 EnvFactory = Callable[[], AgentEnv]
 
@@ -67,10 +67,12 @@ class RolloutRequest:
 class _Failure(Exception):
     """Internal: ends the loop with a status and reason."""
 
-    def __init__(self, status: RolloutStatus, reason: str) -> None:
+    def __init__(self, status: RolloutStatus, reason: str, *, outage: bool = False) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.outage = outage
+        """An infra_error explained by a known outage (no replica live): not the task's fault."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -99,7 +101,21 @@ def classify_policy_error(exc: Exception) -> _Failure:
         if isinstance(exc, cls):
             return _Failure(status, f"{label}: {_describe(exc)}")
     kind = "engine" if isinstance(exc, EngineError | InferenceError) else "gateway"
-    return _Failure(RolloutStatus.infra_error, f"{kind} failed: {_describe(exc)}")
+    return _Failure(RolloutStatus.infra_error, f"{kind} failed: {_describe(exc)}", outage=_is_outage(exc))
+
+
+OUTAGE_METRIC = "engine_outage"
+"""Set (True) in the metrics of an infra_error trajectory that a known outage explains (no live
+replica: :class:`NoReplicaError` anywhere in the exception's cause chain); the scheduler does not
+count those toward quarantining the task."""
+
+
+def _is_outage(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, NoReplicaError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class Rollout:
@@ -132,6 +148,10 @@ class Rollout:
                 status, reason = RolloutStatus.truncated, f"rollout exceeded rollout_timeout_s={req.rollout_timeout_s:g}"
             except _Failure as failure:
                 status, reason = failure.status, failure.reason
+                if failure.outage:
+                    self.info[OUTAGE_METRIC] = True
+            except Exception as exc:  # a bug here, not in the env: recorded, and the env still closed
+                status, reason = RolloutStatus.infra_error, f"orchestrator bug: {_describe(exc)}"
         except asyncio.CancelledError:
             self.trajectory = self._finish(RolloutStatus.aborted, "cancelled: orchestrator shutting down", start)
             await self._close()
@@ -146,7 +166,7 @@ class Rollout:
         try:
             self.env = self.make_env()
             obs, info = await self.env.reset_async(options={"instance_id": req.instance_id})
-            system = self.env.system_prompt
+            obs, system = clean_text(obs), clean_text(self.env.system_prompt)  # env text is untrusted
         except Exception as exc:
             raise classify_env_error(exc, "reset") from exc
         finally:
@@ -214,6 +234,7 @@ class Rollout:
         self.n_turns += 1
         self.reward += float(reward)
         self.info = dict(info)
+        obs = clean_text(obs)  # a lone surrogate would make the tokenizer raise, the export fail
         self.messages.append(Message("user", obs))
         self.session.add_message("user", obs)
         if terminated:  # an env that ended on the policy's damage itself says so in info

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
 from gymfleet.orchestrator.progress import RunStats, TaskStats
 from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
+from gymfleet.orchestrator.rollout import OUTAGE_METRIC, EnvFactory, Rollout, RolloutRequest
 from gymfleet.orchestrator.store import SampleRef, TrajectoryStore
 from gymfleet.orchestrator.store.errors import StoreWriteError
 from gymfleet.orchestrator.store.schema import RunStatus
@@ -270,7 +269,7 @@ class Scheduler:
         cfg = work.cfg
         request = RolloutRequest(
             self.config.run_id, sample.group_id, rollout_id, cfg.registered_id, sample.instance_id,
-            self._sampling(cfg.sampling, rollout_id),
+            self._sampling(cfg.sampling),
             cfg.max_turns, cfg.turn_timeout_s, cfg.rollout_timeout_s,
         )
         rollout = Rollout(request, self.env_factories[work.name], self.gateway)
@@ -278,10 +277,11 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _sampling(self, base: SamplingParams, rollout_id: str) -> SamplingParams:
+    def _sampling(self, base: SamplingParams) -> SamplingParams:
+        # The run's seed is the base: the gateway derives each turn's seed from it, the rollout id
+        # and the turn index (gymfleet.core.sampling.turn_seed).
         # model_construct: the base was validated once; copying it per rollout was a hot spot.
-        seed = zlib.crc32(f"{self.config.seed}/{rollout_id}".encode())
-        return SamplingParams.model_construct(**{**base.__dict__, "seed": seed})
+        return SamplingParams.model_construct(**{**base.__dict__, "seed": self.config.seed})
 
     async def _run_one(self, work: TaskWork, sample: SampleRef, rollout: Rollout, version: int) -> None:
         try:
@@ -312,11 +312,12 @@ class Scheduler:
         if self.store.fatal_error is not None:
             self._stop_on(self.store.fatal_error)
         self.stats.finished(work.name, traj)
-        if status is RolloutStatus.infra_error:
+        # an outage (no replica live) is not the task's fault: retried, never counted
+        if status is RolloutStatus.infra_error and not traj.metrics.get(OUTAGE_METRIC):
             work.consecutive_infra += 1
             if work.consecutive_infra >= self.config.quarantine_after and work.quarantined is None:
                 self._quarantine(work, traj.reason)
-        elif status is not RolloutStatus.aborted:
+        elif status not in (RolloutStatus.infra_error, RolloutStatus.aborted):
             work.consecutive_infra = 0
         if retry and work.quarantined is None:
             work.requeue(sample)

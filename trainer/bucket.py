@@ -14,6 +14,11 @@ commit) is a hint for people and tools, and a stale one (a crash between the com
 update) loses to a newer committed version. A committed version whose files do not read back
 (bad ``meta.json``, a file of the wrong size, or of the wrong bytes once fetched) is skipped with
 a warning for the previous one; nothing is ever deleted.
+
+A version is untrusted when read back (anyone who can write the bucket can plant files): reads
+and copies take only the files its manifest lists, under names that stay in the version's folder,
+never through a symlink, and each at most ``max_file_bytes`` (:mod:`gymfleet.core.filecopy`).
+A learner that resumed from an older version because newer ones are corrupt publishes past them.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import fsspec
 
+from gymfleet.core.filecopy import (
+    DEFAULT_MAX_FILE_BYTES,
+    checked_name,
+    copy_file,
+    read_bounded,
+    regular_file_size,
+)
 from gymfleet.trainer.errors import BucketCorruptError, BucketError
 
 log = logging.getLogger(__name__)
@@ -38,6 +50,8 @@ log = logging.getLogger(__name__)
 COMMITTED = "COMMITTED"
 LATEST = "LATEST"
 META = "meta.json"
+MAX_META_BYTES = 16 << 20
+"""Bound on a version's meta.json (it lists files and group ids, never weights)."""
 _VERSION_RE = re.compile(r"^v(\d{6})$")
 
 
@@ -84,9 +98,12 @@ class AdapterBucket:
     Args:
         url: any fsspec URL (``/path``, ``file://``, ``memory://``, ``s3://``...).
         run_id: the training run; versions live under ``<url>/<run_id>/adapters/``.
+        max_file_bytes: the largest file a read of a version accepts (a larger one, or one its
+            manifest says is larger, makes the version corrupt).
     """
 
-    def __init__(self, url: str, run_id: str) -> None:
+    def __init__(self, url: str, run_id: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+        self.max_file_bytes = max_file_bytes
         self.fs, root = fsspec.core.url_to_fs(url)
         self.root = f"{root.rstrip('/')}/{run_id}/adapters"
         self.run_id = run_id
@@ -157,19 +174,23 @@ class AdapterBucket:
         if not self.fs.exists(f"{path}/{COMMITTED}"):
             raise BucketError(f"adapter {version_name(version)} of run {self.run_id} is not committed in {self.root}")
         try:
-            with self.fs.open(f"{path}/{META}", "r") as f:
-                meta = json.load(f)
-            if not isinstance(meta, dict):
-                raise ValueError("not a JSON object")
+            meta = json.loads(read_bounded(self.fs, f"{path}/{META}", MAX_META_BYTES))
+            if not isinstance(meta, dict) or not isinstance(meta.get("files") or {}, dict):
+                raise ValueError("not a JSON object with a files object")
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise BucketCorruptError(f"{path}/{META} does not read back: {exc}") from exc
         for name, entry in dict(meta.get("files") or {}).items():
             try:
-                size = int(self.fs.info(f"{path}/{name}")["size"])
-            except (OSError, KeyError) as exc:
+                size = regular_file_size(self.fs, f"{path}/{checked_name(name)}")
+                listed = int(entry["size"])
+            except (OSError, KeyError, TypeError) as exc:
                 raise BucketCorruptError(f"{path}/{name} is listed in its manifest but missing: {exc}") from exc
-            if size != int(entry["size"]):
-                raise BucketCorruptError(f"{path}/{name} has {size} bytes, its manifest says {entry['size']} (truncated?)")
+            except ValueError as exc:  # a symlink, a folder, a name leaving the version
+                raise BucketCorruptError(f"{path}/{name}: {exc}") from exc
+            if size != listed:
+                raise BucketCorruptError(f"{path}/{name} has {size} bytes, its manifest says {listed} (truncated?)")
+            if size > self.max_file_bytes:
+                raise BucketCorruptError(f"{path}/{name} has {size} bytes, over the bound of {self.max_file_bytes}")
         return PublishedAdapter(version, self._url(path), meta)
 
     def committed_newest_first(self) -> Iterator[PublishedAdapter]:
@@ -199,28 +220,37 @@ class AdapterBucket:
             return None
 
     def fetch(self, version: int, local_dir: Path) -> Path:
-        """Copies the committed ``version`` into ``local_dir/v000012``, checks every file against
-        its manifest (size and SHA-256), and returns that folder.
+        """Copies the committed ``version``'s manifest files (and meta.json) into
+        ``local_dir/v000012``, checks each against its manifest (size and SHA-256), and returns
+        that folder. Files the manifest does not list are not read.
 
         Raises:
             BucketError: the version is missing or not committed.
-            BucketCorruptError: a file does not match its manifest (the bucket's copy is kept).
+            BucketCorruptError: a file is a symlink, over the bound, or does not match its
+                manifest (the bucket's copy is kept).
         """
         adapter = self.get(version)
         dest = Path(local_dir) / version_name(version)
         src = self._path(version_name(version))
-        for remote in self.fs.find(src):
-            target = dest / remote[len(src) + 1 :]
+        local = fsspec.filesystem("file")
+        listed = {name: int(entry["size"]) for name, entry in dict(adapter.meta.get("files") or {}).items()}
+        for name, size in [(META, None), *listed.items()]:
+            target = dest / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            self.fs.get_file(remote, str(target))
-        for name, entry in dict(adapter.meta.get("files") or {}).items():
             try:
-                intact = _sha256(dest / name) == entry["sha256"]
-            except OSError:
-                intact = False
-            if not intact:
+                copy_file(self.fs, f"{src}/{name}", local, str(target), expected_bytes=size,
+                          max_bytes=MAX_META_BYTES if size is None else self.max_file_bytes)
+            except ValueError as exc:
+                raise BucketCorruptError(f"{src}/{name}: {exc}") from exc
+        for name, entry in dict(adapter.meta.get("files") or {}).items():
+            if _sha256(dest / name) != entry["sha256"]:
                 raise BucketCorruptError(f"{src}/{name} does not match the SHA-256 of its manifest")
         return dest
+
+    def newest_version(self) -> int:
+        """The highest committed version number, whether it reads back or not (0 when none):
+        the next publish must be past it, since versions are immutable."""
+        return max(self.versions(), default=0)
 
 
 def _sha256(path: Path) -> str:

@@ -307,8 +307,12 @@ class Learner:
         return metrics
 
     async def publish(self) -> int:
-        """Commits adapter + optimiser state + consumed group ids, then acks those groups."""
-        version = self.version + 1
+        """Commits adapter + optimiser state + consumed group ids, then acks those groups.
+
+        The version is one past both this learner's and the bucket's newest committed one: after
+        resuming from v1 because v2 is corrupt, the next publish is v3 (v2 stays, immutable).
+        """
+        version = max(self.version, self.bucket.newest_version()) + 1
         with tempfile.TemporaryDirectory() as tmp:
             self.model.save_pretrained(tmp)
             save_learner_state(self.optimizer, self.step, Path(tmp))

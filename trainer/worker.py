@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gymfleet.core.jsonl import open_for_append
+
 STEPS_FILE = "learner.jsonl"
 PID_FILE = "learner.pid"
 POLL_S = 0.2
-CLAIMER = "learner"
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         StoreError: the store cannot be opened or read.
     """
     from gymfleet.orchestrator.store import TrajectoryStore
+    from gymfleet.orchestrator.store.claims import new_learner_id
     from gymfleet.trainer.bucket import AdapterBucket
     from gymfleet.trainer.learner import Learner, LearnerConfig
     from gymfleet.trainer.source import StoreGroupSource
@@ -98,14 +100,15 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
     config = LearnerConfig.model_validate(args.learner)
     async with await TrajectoryStore.open(args.store_url) as store:
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
-        released = await source.release_own_claims(CLAIMER)
-        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=CLAIMER,
+        claimer = new_learner_id()  # its own identity: a second learner on the run is refused
+        released = await source.take_seat(claimer, config.claim_lease_s)
+        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=claimer,
                           on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
                  learner.version, released)
-        with open(Path(args.report_dir) / STEPS_FILE, "a") as out:
+        with open_for_append(Path(args.report_dir) / STEPS_FILE) as out:
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
                          "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
                          "device": str(learner.device)})
@@ -130,6 +133,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
                 _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
             _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
                          "idle_s": idle_s})
+        await source.leave_seat()  # a successor on another host need not wait out the seat
 
 
 def _torch_threads() -> int:

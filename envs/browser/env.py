@@ -6,9 +6,10 @@ import asyncio
 import re
 import shutil
 import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,14 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from gymfleet.envs.base import AgentEnv, Policy
 from gymfleet.envs.browser.actions import GRAMMAR, parse_action, run_action
 from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig
-from gymfleet.envs.browser.errors import BrowserActionError, BrowserTaskError, NoGoldPolicyError
+from gymfleet.envs.browser.errors import BrowserActionError, BrowserStartError, BrowserTaskError, NoGoldPolicyError
 from gymfleet.envs.browser.gold import gold_first
+from gymfleet.envs.browser.guard import PageGuard
 from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
-from gymfleet.envs.browser.page_text import PageView, observation_text, snapshot_nodes
+from gymfleet.envs.browser.page_text import PageView, clean_data, observation_text, snapshot_nodes
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
 
 if TYPE_CHECKING:
     from gymfleet.envs.resources import EnvResources
+
+T = TypeVar("T")
 
 SYSTEM_PROMPT = f"""You operate a web browser to complete a task.
 Each turn you see the task and the page as a tree: one element per line, `[id] role "name"`,
@@ -41,6 +45,11 @@ SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "brief": BRIEF_SYSTEM_PROMPT}
 """The system prompts :class:`BrowserEnvConfig` picks by name."""
 
 _RAF_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+_SETTLE_TRIES = 20
+"""Reads of a page that navigated under them (a reload loop) are tried this often, each after
+its new document loaded, before the step reads nothing of it."""
+_NAVIGATED = ("Execution context was destroyed", "Cannot find context with specified id",
+              "Frame was detached", "navigating and changing the content")
 
 
 class BrowserEnvConfig(BaseModel):
@@ -148,6 +157,8 @@ class BrowserEnv(AgentEnv):
         self._started_at = 0.0
         self._finished = False
         self._popups_closed = 0
+        self._guard = PageGuard([])
+        self._instruction = ""
 
     @staticmethod
     def _build_tasks(tasks: list[str | BrowserTask] | None) -> dict[str, BrowserTask]:
@@ -183,6 +194,13 @@ class BrowserEnv(AgentEnv):
     ) -> tuple[str, dict[str, Any]]:
         task, page_seed = self._pick(seed, options)
         self._instance = str((options or {}).get("instance_id") or task.name)
+        try:
+            return await self._reset(task, page_seed)
+        except BaseException:  # no path leaves this episode's context open
+            await self._close_context()
+            raise
+
+    async def _reset(self, task: BrowserTask, page_seed: int) -> tuple[str, dict[str, Any]]:
         await self._open_page()
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
         self._popups_closed = 0
@@ -211,8 +229,22 @@ class BrowserEnv(AgentEnv):
             self._host = await hosts.host(self.config.sandbox, self.config.chromium, pages)
             self._context = await hosts.new_context(self._host, **options)
         self._context.set_default_timeout(self.config.action_timeout_s * 1000)
+        self._guard = PageGuard(self._page_folders())
+        await self._context.route("**/*", self._guard.handle)
+        await self._context.route_web_socket("**/*", self._guard.handle_socket)
         self._page = await self._context.new_page()
         self._context.on("page", self._close_popup)  # after the episode's own page exists
+
+    def _page_folders(self) -> list[str]:
+        """The folders whose files the episode's pages may load, as the browser sees them."""
+        assert self._host is not None
+        folders = []
+        for folder in (miniwob_html_dir(), *self.config.pages_dirs):
+            try:
+                folders.append(urllib.parse.unquote(urllib.parse.urlsplit(self._host.file_url(Path(folder))).path))
+            except BrowserStartError:  # not served by this host: none of its files load
+                continue
+        return folders
 
     async def _start_task(self, task: BrowserTask, page_seed: int) -> None:
         """Runs the task's set-up under ``start_timeout_s`` (page loads get that long, not the
@@ -232,6 +264,7 @@ class BrowserEnv(AgentEnv):
                 f"task {task.name!r} did not load within {self.config.start_timeout_s:g} s: {first}"
             ) from exc
         finally:
+            self._guard.lock()
             self._page.set_default_timeout(self.config.action_timeout_s * 1000)
 
     def _pick(self, seed: int | None, options: dict[str, Any] | None) -> tuple[BrowserTask, int]:
@@ -259,6 +292,10 @@ class BrowserEnv(AgentEnv):
                 return await (self._over() if self._finished else self._step(action))
         except TimeoutError:
             return await self._hung()
+        except BaseException:  # no path leaves this episode's context open
+            self._finished = True
+            await self._close_context()
+            raise
 
     async def _over(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
         note = "The episode is over: reset the env to start another."
@@ -269,7 +306,8 @@ class BrowserEnv(AgentEnv):
     async def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         assert self._page is not None and self._task is not None
         feedback = await self._act(action)
-        outcome = await self._task.outcome(self._page)
+        task = self._task
+        outcome = await self._settled(lambda: task.outcome(self._page), TaskOutcome())
         elapsed_s = time.monotonic() - self._started_at
         truncated = not outcome.done and (
             self._turn >= self.config.max_turns or elapsed_s >= self.config.time_limit_s
@@ -291,7 +329,7 @@ class BrowserEnv(AgentEnv):
                 "seed": self._seed, "turn": self._turn, "success": False, "truncated": True,
                 "reason": why, "popups_closed": self._popups_closed,
                 "browser": self._host.name if self._host else ""}
-        return f"Episode over: {why}.", 0.0, False, True, info
+        return f"Episode over: {why}.", 0.0, False, True, clean_data(info)
 
     async def _close_popup(self, page: Any) -> None:
         """Closes every page but the episode's own as soon as it opens (``window.open``,
@@ -332,8 +370,33 @@ class BrowserEnv(AgentEnv):
 
     async def _view(self) -> PageView:
         assert self._task is not None
-        nodes = await snapshot_nodes(self._page, self._task.skip_dom_ids)
-        return PageView(await self._task.instruction(self._page), nodes)
+        task = self._task
+
+        async def read() -> PageView:
+            nodes = await snapshot_nodes(self._page, task.skip_dom_ids)
+            return PageView(await task.instruction(self._page), nodes)
+
+        view = await self._settled(read, None)
+        if view is None:  # it never held still: the last instruction, no elements
+            return PageView(self._instruction, [])
+        self._instruction = view.instruction
+        return view
+
+    async def _settled(self, read: Callable[[], Awaitable[T]], fallback: T) -> T:
+        """``read()`` of a page that may be navigating (a reload loop destroys the document
+        under a read): tried again once the new document loaded, up to :data:`_SETTLE_TRIES`
+        times; then ``fallback`` (the step timeout bounds the whole)."""
+        for _ in range(_SETTLE_TRIES):
+            try:
+                return await read()
+            except PlaywrightError as exc:
+                if not any(words in str(exc) for words in _NAVIGATED):
+                    raise
+            try:
+                await self._page.wait_for_load_state("load")
+            except PlaywrightError:
+                pass
+        return fallback
 
     async def _info(self, outcome: TaskOutcome, truncated: bool = False) -> dict[str, Any]:
         assert self._task is not None and self._host is not None
@@ -352,7 +415,7 @@ class BrowserEnv(AgentEnv):
         }
         if self.config.screenshots_dir is not None:
             info["screenshot_path"] = str(await self.screenshot())
-        return info
+        return clean_data(info)
 
     # ---- screenshots ------------------------------------------------------------------
 

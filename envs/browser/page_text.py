@@ -224,15 +224,39 @@ def parse_page_text(tree_text: str) -> tuple[PageNode, ...]:
     return tuple(nodes)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD. A JavaScript string may hold half
+    a UTF-16 pair (``String.fromCharCode(0xD800)``), which no UTF-8 encoder (tokenizer, store,
+    export) takes; a Python ``str`` holds a valid pair as one code point, so any code point in
+    U+D800..U+DFFF is a lone half."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def clean_data(value: Any) -> Any:
+    """``value`` (strings, lists, dicts, anything else) with :func:`clean_text` applied to every
+    string in it, keys included."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_data(k): clean_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(clean_data(v) for v in value)
+    return value
+
+
 def observation_text(view: PageView, feedback: str = "") -> str:
-    """The observation an agent reads: instruction, page tree, then what the last action did."""
+    """The observation an agent reads: instruction, page tree, then what the last action did
+    (lone surrogates replaced, :func:`clean_text`)."""
     text = f"Task: {view.instruction}\n"
     if view.url:
         text += f"URL: {view.url}\n"
     text += f"Page:\n{view.tree_text()}\n"
     if feedback:
         text += f"\n{feedback}\n"
-    return text
+    return clean_text(text)
 
 
 def parse_observation(text: str) -> PageView:

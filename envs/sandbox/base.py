@@ -190,6 +190,32 @@ class Sandbox(Protocol):
         """
         ...
 
+    async def stop_processes(self) -> list[str]:
+        """Called once the agent is done, before a verifier runs (and again after its tests):
+        kills every process in the sandbox, daemons included, and checks that none is left.
+
+        Returns:
+            The command lines of the processes that were alive, as the backend (not the
+            sandbox's own tools) saw them: what a verifier may check instead of live processes.
+
+        Raises:
+            SandboxDamagedError: some process outlived the kill (the sandbox cannot be graded).
+            SandboxError: the backend failed.
+        """
+        ...
+
+    async def verifier(self) -> Sandbox:
+        """Called after :meth:`stop_processes`: where a verifier runs over the agent's work, with
+        tools nothing the agent wrote can reach. This sandbox when that holds for it (Docker:
+        nothing outside the workdir, /tmp and the output folder changed; local: the host's
+        tools are bound read-only), else a fresh sandbox of the same spec holding a copy of the
+        workdir, which the caller closes.
+
+        Raises:
+            SandboxError: the backend failed.
+        """
+        ...
+
     async def close(self) -> None:
         """Kills everything in the sandbox and removes it. Idempotent."""
         ...

@@ -107,6 +107,16 @@ class ContainerState:
                    int(state.get("ExitCode") or 0), bool(state.get("OOMKilled")))
 
 
+def oom_damage(now: ContainerState, short_id: str) -> SandboxDamagedError | None:
+    """The policy's damage when the container stopped because its memory limit's OOM killer took
+    init (the agent's files in tmpfs stay charged while every process is killed), else None."""
+    if not now.running and now.oom_killed:
+        return SandboxDamagedError(
+            f"sandbox {short_id} ran out of memory until its init was killed (files in /tmp and "
+            "the workdir count against the memory limit)")
+    return None
+
+
 def explain_lost_frame(
     now: ContainerState, started_at: str, short_id: str
 ) -> SandboxLostError | SandboxDamagedError | None:
@@ -122,10 +132,9 @@ def explain_lost_frame(
         started_at: ``StartedAt`` when the sandbox last (re)started it itself.
         short_id: for the message.
     """
-    if not now.running and now.oom_killed:
-        return SandboxDamagedError(
-            f"sandbox {short_id} ran out of memory until its init was killed (files in /tmp and "
-            "the workdir count against the memory limit)")
+    damage = oom_damage(now, short_id)
+    if damage is not None:
+        return damage
     if not now.running:
         return SandboxLostError(
             f"sandbox {short_id} was stopped from outside mid-command (exit code {now.exit_code}: "

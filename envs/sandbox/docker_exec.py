@@ -32,10 +32,13 @@ space, apart from /tmp: an agent that fills /tmp still sees its commands' output
 # PID 1 of every sandbox container: a bash that ignores every signal it can be sent and blocks,
 # forking nothing, on a pipe only it holds, reaping the orphans re-parented to it meanwhile. The
 # kernel delivers no signal to a namespace's init from inside unless init handles it, and it
-# handles none, so nothing an agent does as root inside (``kill -9 -1``, ``kill -9 1``,
-# ``pkill sleep``, ``rm -rf /``) stops the container: only the host can.
+# handles only USR2, by killing every other process (the builtin ``kill -9 -1``: what the host
+# sends before a verifier runs, docker_seal.py; sent from inside it is just ``kill -9 -1``), so
+# nothing an agent does as root inside (``kill -9 -1``, ``kill -9 1``, ``pkill sleep``,
+# ``rm -rf /``) stops the container: only the host can.
 KEEPALIVE = r"""
-trap '' HUP INT QUIT TERM USR1 USR2 PIPE ALRM TSTP TTIN TTOU
+trap '' HUP INT QUIT TERM USR1 PIPE ALRM TSTP TTIN TTOU
+trap 'kill -9 -1' USR2
 exec 3<> <(:)
 while :; do read -r -u 3 _ || exec 3<> <(:); done
 """

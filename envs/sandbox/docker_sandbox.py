@@ -16,6 +16,7 @@ import logging
 import posixpath
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Self
 
 from docker.models.containers import Container
@@ -30,7 +31,13 @@ from gymfleet.envs.errors import (
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
 from gymfleet.envs.sandbox.docker_container import create_container
-from gymfleet.envs.sandbox.docker_errors import NOT_RERUN, ContainerState, docker_errors, explain_lost_frame
+from gymfleet.envs.sandbox.docker_errors import (
+    NOT_RERUN,
+    ContainerState,
+    docker_errors,
+    explain_lost_frame,
+    oom_damage,
+)
 from gymfleet.envs.sandbox.docker_exec import (
     EXEC_ROOT,
     KILL_SCRIPT,
@@ -43,6 +50,8 @@ from gymfleet.envs.sandbox.docker_exec import (
     wrapper_argv,
 )
 from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
+from gymfleet.envs.sandbox.docker_seal import copy_folder
+from gymfleet.envs.sandbox.docker_seal import stop_processes as _stop_all
 
 if TYPE_CHECKING:
     from gymfleet.envs.sandbox.docker import DockerBackend
@@ -144,6 +153,29 @@ class DockerSandbox:
             SandboxError: any other Docker failure.
         """
         container = self._live()
+        async with self._oom_is_damage(container):
+            return await self._exec(container, cmd, timeout_s, workdir, env)
+
+    @contextlib.asynccontextmanager
+    async def _oom_is_damage(self, container: Container) -> AsyncIterator[None]:
+        """Turns "stopped from outside" into the policy's damage when Docker says the memory
+        limit's OOM killer stopped the container (its files filled the memory, perhaps from a
+        background command, noticed only by the next call)."""
+        try:
+            yield
+        except SandboxLostError as lost:
+            try:
+                attrs = await self._backend.run_blocking(self._backend.client().api.inspect_container, container.id)
+            except Exception:  # gone altogether: the loss stands
+                raise lost from None
+            damage = oom_damage(ContainerState.of(attrs), container.short_id)
+            if damage is None:
+                raise
+            raise damage from lost
+
+    async def _exec(
+        self, container: Container, cmd: str, timeout_s: float, workdir: str | None, env: dict[str, str] | None
+    ) -> ExecResult:
         try:
             return await self._attempt(container, cmd, timeout_s, workdir, env)
         except _NoProcessError as exc:
@@ -354,6 +386,44 @@ class DockerSandbox:
                      container.short_id, len(left), left[0])
         return not left
 
+    async def stop_processes(self) -> list[str]:
+        """Kills every process but PID 1, checked from the host (``envs/sandbox/docker_seal.py``).
+
+        Returns:
+            The command lines of the processes that were alive, as the host saw them.
+
+        Raises:
+            SandboxDamagedError: some process outlived the kill.
+            SandboxError: Docker failed.
+        """
+        container = self._live()
+        async with self._oom_is_damage(container):
+            return await _stop_all(self._backend, container)
+
+    async def verifier(self) -> DockerSandbox:
+        """This sandbox when its writable layer changed nowhere outside the workdir, ``/tmp`` and
+        the commands' output folder since it started, else a fresh sandbox of the same spec (the
+        caller closes it) holding a copy of the workdir. Call after :meth:`stop_processes`.
+
+        Raises:
+            SandboxError: Docker failed, or the fresh sandbox did not start.
+        """
+        container = self._live()
+        async with self._oom_is_damage(container):
+            with docker_errors("list the sandbox's changed files", container.short_id):
+                changed = await self._backend.run_blocking(changed_paths, container)
+        if not outside(changed - self._baseline, (self.spec.workdir, "/tmp", EXEC_ROOT)):
+            return self
+        fresh = DockerSandbox(self._backend, self.spec, self.labels)
+        try:
+            await fresh.start()
+            with docker_errors("copy the workdir to the verifier's sandbox", container.short_id):
+                await self._backend.run_blocking(copy_folder, container, fresh._live(), self.spec.workdir)
+        except BaseException:
+            await fresh.close()
+            raise
+        return fresh
+
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Writes ``data`` to ``path`` (relative to ``spec.workdir``), creating parent folders.
 
@@ -363,6 +433,10 @@ class DockerSandbox:
             SandboxLostError: the container is gone.
         """
         container, target = self._live(), self._path(path)
+        async with self._oom_is_damage(container):
+            await self._put(container, target, data, mode)
+
+    async def _put(self, container: Container, target: str, data: bytes, mode: int) -> None:
         with file_errors("write", target, container.short_id):
             ok = await self._backend.run_blocking(container.put_archive, "/", file_archive(target, data, mode))
         if not ok:
@@ -376,8 +450,9 @@ class DockerSandbox:
             SandboxLostError: the container is gone.
         """
         container, target = self._live(), self._path(path)
-        with file_errors("read", target, container.short_id):
-            return await self._backend.run_blocking(read_regular_file, container, target)
+        async with self._oom_is_damage(container):
+            with file_errors("read", target, container.short_id):
+                return await self._backend.run_blocking(read_regular_file, container, target)
 
     async def close(self) -> None:
         """Kills and removes the container and its volumes. Idempotent; a container already gone

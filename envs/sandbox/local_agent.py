@@ -169,6 +169,18 @@ class Agent:
             kill_where(lambda pid, sid: sid == session)
         return {}
 
+    def op_stop(self, request: dict) -> dict:
+        """Kills every process the commands left (before a verifier runs) and says which were
+        alive (their command lines, read by this root agent) and how many outlived the kill."""
+        me = os.getpid()
+        mine = (lambda pid, sid: pid not in (1, me)) if self.own_pid_ns else \
+            (lambda pid, sid, s=set(self.sessions): sid in s and pid != me)
+        alive = [p.pid for p in scan_processes() if p.state != "Z" and mine(p.pid, p.sid)]
+        killed = [cmdline(pid) for pid in alive]
+        self.kill_others()
+        left = [p.pid for p in scan_processes() if p.state != "Z" and mine(p.pid, p.sid)]
+        return {"killed": [c for c in killed if c is not None], "left": len(left)}
+
     def limit_child(self) -> None:
         """Runs in the forked child before exec: commands get the plain process limit."""
         resource.setrlimit(resource.RLIMIT_NPROC, (self.nproc, self.nproc))
@@ -302,6 +314,15 @@ def kill_where(match) -> None:
     while time.monotonic() < deadline and any(
             p.state == "Z" and p.ppid != me and match(p.pid, p.sid) for p in scan_processes()):
         time.sleep(0.01)
+
+
+def cmdline(pid: int):
+    """The command line of ``pid``, arguments joined by spaces; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
 
 
 class Proc:

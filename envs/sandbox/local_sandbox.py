@@ -210,6 +210,32 @@ class LocalSandbox:
         finally:
             blob.unlink(missing_ok=True)
 
+    async def stop_processes(self) -> list[str]:
+        """Kills every process the commands started, daemons included (the root agent scans the
+        sandbox's pid namespace until none is left).
+
+        Returns:
+            The command lines of the processes that were alive, as the agent saw them.
+
+        Raises:
+            SandboxDamagedError: some process outlived the kill.
+            SandboxError: the agent failed.
+        """
+        self._require_open()
+        reply = await self._request("stop", FILE_TIMEOUT_S)
+        if "error" in reply:
+            raise SandboxError(f"sandbox {self.sandbox_id} could not stop its processes: {reply['error']}")
+        if reply["left"]:
+            raise SandboxDamagedError(f"sandbox {self.sandbox_id}: {reply['left']} processes outlived "
+                                      "SIGKILL: it cannot be graded")
+        return list(reply["killed"])
+
+    async def verifier(self) -> LocalSandbox:
+        """This sandbox: the tools a verifier runs are the host's, bound read-only (only the
+        workdir and /tmp are writable), so nothing the agent wrote reaches them."""
+        self._require_open()
+        return self
+
     async def reset(self) -> bool:
         """Kills every process the commands started and empties the workdir and /tmp.
 

@@ -1,12 +1,17 @@
 """Grading a terminal task: hidden tests copied in after the agent, a result file read back.
 
-The tests go to a fresh folder with a random name, created only once the agent has finished,
-and run in a clean bash (the agent's shell state is not sourced). ``tests/run.sh`` must write
-``$GYMFLEET_RESULT_FILE`` (a random name inside that folder) echoing ``$GYMFLEET_NONCE``, so a
-result file the agent prepared anywhere beforehand is never read. The terminal's text is never
-parsed. Reward is 1 only when the file lists at least one test and every test passed; a
-skipped test is not a passed test. This guards against files prepared in advance, not against
-a live adversarial process left running in the same sandbox (that needs a fresh-sandbox grader).
+Before the tests, every process the agent left is killed (``Sandbox.stop_processes``: checked
+by the backend, not by the sandbox's own tools) and the tests run where nothing the agent wrote
+reaches their tools (``Sandbox.verifier``: this sandbox when its system files are untouched,
+else a fresh one from the task's image holding a copy of the workdir). The tests go to a fresh
+folder with a random name and run in a clean bash (the agent's shell state is not sourced).
+``tests/run.sh`` must write ``$GYMFLEET_RESULT_FILE`` (a random name inside that folder)
+echoing the nonce of ``$GYMFLEET_NONCE_FILE`` (read and removed by the tests before any of the
+agent's programs run), so a result file prepared beforehand is never read. After the tests,
+whatever they started is killed before the file is read. The terminal's text is never parsed.
+Reward is 1 only when the file lists at least one test and every test passed; a skipped test is
+not a passed test. What processes the agent left running is handed to the tests as a file
+(``$GYMFLEET_PROCESSES_FILE``), listed by the backend before it killed them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from gymfleet.envs.terminal.task import Task
 
 TESTLIB_NAME = "gymfleet_testlib.py"
 TESTLIB_SOURCE = Path(__file__).resolve().parent / "testlib.py"
+NONCE_NAME = "nonce"
+"""The file holding this grading run's nonce; the tests read and remove it first."""
+PROCESSES_NAME = "processes.json"
+"""The JSON list of the command lines of the processes the agent left running."""
 
 
 class TestStatus(str, Enum):
@@ -50,7 +59,7 @@ class ResultFile(BaseModel):
     """The JSON ``tests/run.sh`` writes to ``$GYMFLEET_RESULT_FILE``."""
 
     nonce: str
-    """Must equal ``$GYMFLEET_NONCE`` of this grading run."""
+    """Must equal the nonce in ``$GYMFLEET_NONCE_FILE`` of this grading run."""
     tests: list[TestResult]
     """Every test that ran, with its status."""
 
@@ -96,7 +105,8 @@ def score(result: ResultFile) -> float:
 
 
 async def grade(sandbox: Sandbox, task: Task, scratch_dir: str) -> GradeReport:
-    """Copies ``task``'s hidden tests into ``sandbox``, runs them, and reads their result file.
+    """Stops the agent's processes, then runs ``task``'s hidden tests where the agent cannot
+    reach them, and reads their result file.
 
     Args:
         sandbox: the sandbox the agent worked in, after the agent finished.
@@ -104,32 +114,49 @@ async def grade(sandbox: Sandbox, task: Task, scratch_dir: str) -> GradeReport:
         scratch_dir: the env's folder in the sandbox; the tests go to a fresh random folder in it.
 
     Raises:
+        SandboxDamagedError: a process outlived the kill (the policy's doing: reward 0).
         SandboxError: the sandbox failed (infrastructure). Test failures and bad result files
             are not raised: they give reward 0 and ``error`` says why.
     """
     start = time.monotonic()
+    processes = await sandbox.stop_processes()
+    verifier = await sandbox.verifier()
+    try:
+        report = await _run_tests(verifier, task, scratch_dir, processes)
+    finally:
+        if verifier is not sandbox:
+            await verifier.close()
+    report.duration_s = time.monotonic() - start
+    return report
+
+
+async def _run_tests(sandbox: Sandbox, task: Task, scratch_dir: str, processes: list[str]) -> GradeReport:
     folder = f"{scratch_dir}/tests-{uuid.uuid4().hex}"
     nonce = uuid.uuid4().hex
     result_name = f"result-{uuid.uuid4().hex}.json"
-    await _copy_tests(sandbox, task, folder)
+    await _copy_tests(sandbox, task, folder, nonce, processes)
     command = (  # absolute paths for the tests, whatever folder they change to
         f'export GYMFLEET_TEST_DIR="$(cd {folder} && pwd)" && '
         f'export GYMFLEET_RESULT_FILE="$GYMFLEET_TEST_DIR/{result_name}" && '
+        f'export GYMFLEET_NONCE_FILE="$GYMFLEET_TEST_DIR/{NONCE_NAME}" && '
+        f'export GYMFLEET_PROCESSES_FILE="$GYMFLEET_TEST_DIR/{PROCESSES_NAME}" && '
         'bash "$GYMFLEET_TEST_DIR/run.sh"'
     )
-    run = await sandbox.exec(command, timeout_s=task.config.test_timeout_s, env={"GYMFLEET_NONCE": nonce})
+    run = await sandbox.exec(command, timeout_s=task.config.test_timeout_s)
+    await sandbox.stop_processes()  # what the tests started (the agent's programs among them)
     report = GradeReport(exit_code=run.exit_code, output_tail=(run.stdout + run.stderr)[-4000:], folder=folder)
     if run.timed_out:
         report.error = f"tests timed out after {task.config.test_timeout_s:g} s"
     else:
         _read_result(report, await _fetch(sandbox, f"{folder}/{result_name}"), nonce)
-    report.duration_s = time.monotonic() - start
     return report
 
 
-async def _copy_tests(sandbox: Sandbox, task: Task, folder: str) -> None:
+async def _copy_tests(sandbox: Sandbox, task: Task, folder: str, nonce: str, processes: list[str]) -> None:
     files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir).items()}
     files[f"{folder}/{TESTLIB_NAME}"] = (TESTLIB_SOURCE.read_bytes(), 0o644)
+    files[f"{folder}/{NONCE_NAME}"] = (nonce.encode(), 0o600)
+    files[f"{folder}/{PROCESSES_NAME}"] = (json.dumps(processes).encode(), 0o644)
     await put_files(sandbox, files)
 
 

@@ -29,6 +29,30 @@ from typing import Any
 ExcInfo = Any  # (type, value, traceback) as unittest passes it
 
 
+def _take_nonce() -> str:
+    """Reads and removes the grading run's nonce, before any of the agent's programs can run: a
+    program the tests start (run as the same user) finds neither the file nor an environment
+    variable to forge a result with."""
+    path = os.environ.pop("GYMFLEET_NONCE_FILE", "")
+    try:
+        with open(path) as fh:
+            nonce = fh.read().strip()
+        os.unlink(path)
+    except OSError:
+        return ""
+    return nonce
+
+
+_NONCE = _take_nonce()
+
+
+def processes() -> list:
+    """Command lines of the processes the agent left running when it finished (listed by the
+    sandbox's backend before it killed them all: none of them runs beside the tests)."""
+    with open(os.environ["GYMFLEET_PROCESSES_FILE"]) as fh:
+        return json.load(fh)
+
+
 def _format(err: ExcInfo) -> str:
     return "".join(traceback.format_exception(err[0], err[1], err[2]))
 
@@ -77,7 +101,7 @@ class _Recorder(unittest.TextTestResult):
 
 def write_results(records: list[dict[str, str]]) -> None:
     """Writes ``records`` (dicts with name, status, message) where the grader expects them."""
-    payload = {"nonce": os.environ["GYMFLEET_NONCE"], "tests": records}
+    payload = {"nonce": _NONCE, "tests": records}
     with open(os.environ["GYMFLEET_RESULT_FILE"], "w") as fh:
         json.dump(payload, fh)
 

@@ -36,6 +36,7 @@ Class tree::
     │   ├── StoreURLError (ValueError), StoreOpenError, StoreClosedError, StoreWriteError
     │   ├── ClaimExpiredError             ack/release of a claim that was re-claimed
     │   ├── RunBusyError                  a SQLite run another live orchestrator holds (use PostgreSQL)
+    │   ├── LearnerBusyError              a run another live learner trains (one learner per run)
     │   └── RunNotFoundError (KeyError)
     └── TrainError                        the learner side (trainer/errors.py)
         └── BucketError                   the adapter bucket cannot be read or written

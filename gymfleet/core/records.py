@@ -30,7 +30,8 @@ class SamplingParams(StrictModel):
     stop: list[str] = Field(default_factory=list)
     """Strings that end the turn (checked on decoded text; the stop text is kept)."""
     seed: int | None = None
-    """Per-request seed, for reproducible sampling."""
+    """Seed for reproducible sampling: an engine seeds the request with it as given; a rollout's
+    gateway session takes it as the base of each turn's seed (``gymfleet.core.sampling.turn_seed``)."""
 
 
 @dataclass(frozen=True)

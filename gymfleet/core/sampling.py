@@ -12,11 +12,36 @@ the same quantity for the importance ratio):
 * ``temperature == 0`` (greedy): the token is the argmax and its logprob is
   ``log_softmax(logits)`` at that token (temperature 1, no truncation), which is what vLLM
   reports for greedy requests.
+
+It also owns the seed each sampled turn draws with (:func:`turn_seed`), so the in-process engine
+and vLLM requests get the same seeds.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
+
+
+def turn_seed(base_seed: int, rollout_id: str, turn: int) -> int:
+    """The sampling seed of one turn of one rollout: fresh randomness per turn, reproducible per rollout.
+
+    Every turn of a rollout used to sample with the rollout's one seed, and each request seeds a
+    fresh generator, so turn 2 drew turn 1's random numbers (a two-turn env got the same reply
+    twice). Hashing the turn index in gives each turn its own stream; rerunning the same rollout
+    id with the same base seed draws the same tokens.
+
+    Args:
+        base_seed: the run's seed base (``OrchestratorConfig.seed``, the held-out ``seed``).
+        rollout_id: the rollout's id (``<sample id>/a<attempt>``): attempts differ.
+        turn: 0-based index of the assistant turn in the rollout.
+
+    Returns:
+        A non-negative integer below 2**63 (fits vLLM's int64 ``seed`` and ``torch.Generator``).
+    """
+    digest = hashlib.blake2b(f"{base_seed}/{rollout_id}/{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 def nucleus_logits(scaled_logits: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -3,13 +3,18 @@ cache mixes policies, and the copy of an adapter's files onto a replica's own di
 
 from __future__ import annotations
 
+import json
 import re
 
 import fsspec
 
+from gymfleet.core.filecopy import DEFAULT_MAX_FILE_BYTES, copy_file, read_bounded
+
 _VERSION = re.compile(r"-v(\d+)$")
 ADAPTER_FILES = re.compile(r"^adapter_(config\.json|model\.(safetensors|bin))$")
 """The files a LoRA server reads (peft's names); optimiser state and metadata stay in the bucket."""
+MANIFEST = "meta.json"
+"""A bucket version's manifest (``trainer/bucket.py``): ``{"files": {name: {"size": ...}}}``."""
 
 
 def adapter_name(run_id: str, version: int) -> str:
@@ -33,32 +38,50 @@ def is_remote(path: str) -> bool:
     return bool(sep) and protocol not in {"file", "local"}
 
 
-def copy_adapter(source: str, dest_dir: str, name: str) -> str:
+def copy_adapter(source: str, dest_dir: str, name: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     """Copies an adapter's files from ``source`` to ``dest_dir/name``, across any fsspec filesystems.
 
     Used before ``load_lora_adapter`` on a replica that cannot read the bucket: ``source`` is the
     bucket's version folder (``s3://...``, ``memory://...``, a path), ``dest_dir`` a folder on the
     replica's disk as this process reaches it (a path, or ``sftp://host/path``). Only
-    ``adapter_config.json`` and ``adapter_model.*`` are copied. Files are written under a
-    temporary name and renamed, so a replica never loads half an adapter.
+    ``adapter_config.json`` and ``adapter_model.*`` are copied, and of a bucket version only those
+    its manifest lists, at the manifest's size; a symlink or a file over ``max_file_bytes`` is
+    refused (:mod:`gymfleet.core.filecopy`). Files are written under a temporary name and
+    renamed, so a replica never loads half an adapter.
 
     Returns:
         The copy's path on the destination filesystem (without protocol).
 
     Raises:
         FileNotFoundError: ``source`` holds no adapter files.
+        ValueError: a file is a symlink, over the bound, or other than its manifest says.
         OSError: the destination cannot be written.
     """
     src_fs, src_root = fsspec.core.url_to_fs(source)
     dst_fs, dst_root = fsspec.core.url_to_fs(dest_dir)
-    files = [p for p in src_fs.ls(src_root, detail=False) if ADAPTER_FILES.match(p.rstrip("/").rsplit("/", 1)[-1])]
-    if not any(p.endswith("adapter_config.json") for p in files):
+    src_root = src_root.rstrip("/")
+    sizes = _adapter_files(src_fs, src_root)
+    if "adapter_config.json" not in sizes:
         raise FileNotFoundError(f"no adapter_config.json under {source}: not a PEFT adapter folder")
     final = f"{dst_root.rstrip('/')}/{name}"
     dst_fs.makedirs(final, exist_ok=True)
-    for path in files:
-        filename = path.rstrip("/").rsplit("/", 1)[-1]
-        tmp = f"{final}/.{filename}.partial"
-        dst_fs.pipe_file(tmp, src_fs.cat_file(path))
-        dst_fs.mv(tmp, f"{final}/{filename}")
+    for filename, size in sizes.items():
+        copy_file(src_fs, f"{src_root}/{filename}", dst_fs, f"{final}/{filename}", expected_bytes=size,
+                  max_bytes=max_file_bytes)
     return final
+
+
+def _adapter_files(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, int | None]:
+    """The adapter files to copy from ``root`` with their manifest sizes: those a bucket
+    version's manifest lists, or (a plain PEFT folder, no manifest) those it holds, size unknown."""
+    if fs.exists(f"{root}/{MANIFEST}"):
+        meta = json.loads(read_bounded(fs, f"{root}/{MANIFEST}", 16 << 20))
+        files = meta.get("files") if isinstance(meta, dict) else None
+        if not isinstance(files, dict):
+            raise ValueError(f"{root}/{MANIFEST} lists no files")
+        try:
+            return {n: int(e["size"]) for n, e in files.items() if ADAPTER_FILES.match(n)}
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{root}/{MANIFEST}: a file entry without a size ({exc})") from exc
+    names = (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+    return {n: None for n in names if ADAPTER_FILES.match(n)}

@@ -5,6 +5,11 @@ expired. PostgreSQL picks rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` so tha
 claimers never wait on or take each other's rows; SQLite claims with one ``UPDATE ... WHERE
 group_id IN (SELECT ... LIMIT n) RETURNING`` inside a ``BEGIN IMMEDIATE`` transaction, which
 holds the database's single write lock for the whole statement.
+
+A run trains with one learner at a time (two would train the same policy's next version twice):
+each learner has its own identity (:func:`new_learner_id`) and takes the run's *seat* at start
+(:func:`take_seat`), refused while another live learner holds it; each fenced claim renews the
+seat, and a learner whose seat another took is refused its next claim (:class:`LearnerBusyError`).
 """
 
 from __future__ import annotations
@@ -14,14 +19,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.orchestrator.store.codec import from_row
-from gymfleet.orchestrator.store.errors import ClaimExpiredError
-from gymfleet.orchestrator.store.schema import GroupRow, SampleRow, SampleState, TrajectoryRow, utcnow
+from gymfleet.orchestrator.store.errors import ClaimExpiredError, LearnerBusyError
+from gymfleet.orchestrator.store.leases import new_owner, owner_is_gone
+from gymfleet.orchestrator.store.schema import (
+    GroupRow,
+    LearnerSeatRow,
+    SampleRow,
+    SampleState,
+    TrajectoryRow,
+    utcnow,
+)
 
 GROUPS, SAMPLES, TRAJ = GroupRow.__table__, SampleRow.__table__, TrajectoryRow.__table__
+SEATS = LearnerSeatRow.__table__
+LEARNER_PREFIX = "learner@"
 
 
 @dataclass
@@ -47,21 +63,86 @@ def _claimable(now: datetime, run_id: str | None):  # noqa: ANN202 - a SQL expre
     return and_(cond, GROUPS.c.run_id == run_id) if run_id is not None else cond
 
 
+def new_learner_id() -> str:
+    """A fresh learner identity, ``learner@host:pid:token`` (unique per learner process)."""
+    return LEARNER_PREFIX + new_owner()
+
+
+async def take_seat(conn: AsyncConnection, run_id: str, learner: str, lease_s: float) -> int:
+    """Makes ``learner`` the run's one learner, and gives back the groups that other claimers
+    (a dead predecessor) still hold on the run, so the new learner need not wait out their leases.
+
+    Args:
+        learner: this learner's identity (:func:`new_learner_id`).
+        lease_s: seconds the seat holds unless a fenced claim renews it.
+
+    Returns:
+        How many groups were given back.
+
+    Raises:
+        LearnerBusyError: another learner holds the seat with a live lease (and, on this host,
+            a live process).
+    """
+    await _hold_seat(conn, run_id, learner, lease_s, starting=True)
+    result = await conn.execute(
+        update(GROUPS).where(GROUPS.c.run_id == run_id, GROUPS.c.consumed_at.is_(None),
+                             GROUPS.c.claimed_by.is_not(None), GROUPS.c.claimed_by != learner)
+        .values(claimed_by=None, claim_token=None, claim_expires_at=None)
+    )
+    return int(result.rowcount)
+
+
+async def leave_seat(conn: AsyncConnection, run_id: str, learner: str) -> None:
+    """Empties the run's seat if ``learner`` holds it (a clean stop); its claims stay as they are."""
+    await conn.execute(update(SEATS).where(SEATS.c.run_id == run_id, SEATS.c.learner == learner)
+                       .values(learner=None, expires_at=None))
+
+
+async def _hold_seat(conn: AsyncConnection, run_id: str, learner: str, lease_s: float, *, starting: bool) -> None:
+    """Takes or renews the seat for ``learner`` (row-locked on PostgreSQL; SQLite's ``BEGIN
+    IMMEDIATE`` already serialises); raises :class:`LearnerBusyError` if another live one holds it."""
+    now = utcnow()
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    await conn.execute(dialect.insert(SEATS).values(run_id=run_id).on_conflict_do_nothing())
+    pick = select(SEATS.c.learner, SEATS.c.expires_at).where(SEATS.c.run_id == run_id)
+    if conn.dialect.name == "postgresql":
+        pick = pick.with_for_update()
+    held = (await conn.execute(pick)).one()
+    if held.learner not in (None, learner) and held.expires_at is not None and held.expires_at > now \
+            and not owner_is_gone(held.learner.removeprefix(LEARNER_PREFIX)):
+        left_s = (held.expires_at - now).total_seconds()
+        what = "a second learner cannot start" if starting else f"{learner} was fenced off: its seat was taken"
+        raise LearnerBusyError(
+            f"run {run_id} already has a live learner ({held.learner}); {what}. One learner trains a run: "
+            f"stop the other one, or wait for its seat to lapse (in {left_s:.0f} s if it died)")
+    await conn.execute(update(SEATS).where(SEATS.c.run_id == run_id)
+                       .values(learner=learner, expires_at=now + timedelta(seconds=lease_s)))
+
+
 async def claim_groups(
-    conn: AsyncConnection, n: int, claimer: str, lease_s: float, run_id: str | None = None
+    conn: AsyncConnection, n: int, claimer: str, lease_s: float, run_id: str | None = None, *, fence: bool = False
 ) -> Claim:
     """Claims up to ``n`` complete groups, oldest completed first.
 
     Args:
         n: most groups to claim.
-        claimer: who claims (learner name), stored for people.
+        claimer: who claims (a learner's identity), stored for people and fencing.
         lease_s: seconds the claim holds; an unacked claim expires then and the groups become
             claimable again (a dead claimer loses nothing).
         run_id: only groups of this run (None: any run).
+        fence: ``claimer`` is the run's seated learner (:func:`take_seat`): the claim renews the
+            seat, and is refused if another learner took it.
 
     Returns:
         The claim; ``groups`` may be empty.
+
+    Raises:
+        LearnerBusyError: ``fence`` and another live learner holds the run's seat.
     """
+    if fence:
+        if run_id is None:
+            raise ValueError("a fenced claim names its run")
+        await _hold_seat(conn, run_id, claimer, lease_s, starting=False)
     now = utcnow()
     token = uuid.uuid4().hex
     values = dict(claimed_by=claimer, claim_token=token, claim_expires_at=now + timedelta(seconds=lease_s))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,26 @@ def bytes_to_array(data: bytes, dtype: str) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype).astype(np.dtype(dtype).newbyteorder("="))
 
 
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Code points no store or export can hold: lone surrogates (UTF-8 cannot encode them) and NUL
+(PostgreSQL text refuses it)."""
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate and NUL replaced by U+FFFD (the replacement character).
+
+    Env output (a web page's text, a binary file cat'ed in a terminal) is untrusted: unclean, it
+    makes a tokenizer raise mid-rollout and every later JSONL or parquet export of the run fail.
+    """
+    return UNSTORABLE.sub("\ufffd", text)
+
+
 def json_safe(value: Any) -> Any:
     """``value`` made JSON-serialisable: numpy scalars and arrays become Python ones, unknown
-    objects their ``str``, non-finite floats ``None`` (PostgreSQL's JSON rejects NaN)."""
+    objects their ``str``, non-finite floats ``None`` (PostgreSQL's JSON rejects NaN), strings
+    :func:`clean_text`-ed."""
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {clean_text(str(k)): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [json_safe(v) for v in value]
     if isinstance(value, np.ndarray):
@@ -38,9 +54,11 @@ def json_safe(value: Any) -> Any:
         return json_safe(value.item())
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if value is None or isinstance(value, str | int | bool):
+    if isinstance(value, str):
+        return clean_text(value)
+    if value is None or isinstance(value, int | bool):
         return value
-    return str(value)
+    return clean_text(str(value))
 
 
 def to_values(traj: Trajectory, *, sample_id: str | None = None, task: str = "") -> dict[str, Any]:
@@ -59,11 +77,11 @@ def to_values(traj: Trajectory, *, sample_id: str | None = None, task: str = "")
         n_generated_tokens=traj.n_generated_tokens,
         policy_version_min=int(generated.min()) if len(generated) else -1,
         policy_version_max=int(generated.max()) if len(generated) else -1,
-        messages=[{"role": m.role, "content": m.content} for m in traj.messages],
+        messages=[{"role": m.role, "content": clean_text(m.content)} for m in traj.messages],
         reward=float(traj.reward) if math.isfinite(traj.reward) else 0.0,
         metrics=json_safe(traj.metrics),
         status=RolloutStatus(traj.status),
-        reason=traj.reason,
+        reason=clean_text(traj.reason),
         timings=json_safe(traj.timings),
         created_at=utcnow(),
     )

@@ -10,6 +10,7 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     ├── StoreWriteError         a write failed; the message names the rollout and the cause
     ├── ClaimExpiredError       ack/release of a claim that expired and was re-claimed
     ├── RunBusyError            a SQLite run another live orchestrator holds (use PostgreSQL for several)
+    ├── LearnerBusyError        a run another live learner trains (one learner per run)
     └── RunNotFoundError        a run id the store does not hold (lists the known ones)
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 from gymfleet.core.errors import StoreError
 
 __all__ = [
-    "ClaimExpiredError", "RunBusyError", "RunNotFoundError", "StoreClosedError", "StoreError", "StoreOpenError",
+    "ClaimExpiredError", "LearnerBusyError", "RunBusyError", "RunNotFoundError", "StoreClosedError", "StoreError", "StoreOpenError",
     "StoreURLError", "StoreWriteError",
 ]
 
@@ -47,6 +48,11 @@ class ClaimExpiredError(StoreError):
 class RunBusyError(StoreError):
     """Another live orchestrator holds this SQLite run: SQLite takes one orchestrator per run; use
     a PostgreSQL store to run several on one run."""
+
+
+class LearnerBusyError(StoreError):
+    """Another live learner holds this run's seat: one learner trains a run; stop the other, or
+    wait for its seat to lapse."""
 
 
 class RunNotFoundError(StoreError, KeyError):

@@ -6,6 +6,7 @@ owns the schema (``migrations/``); these typed ORM classes are its source of tru
 Tables::
 
     runs          one row per run id: resolved config, status
+    learner_seats the one learner a run trains with (a second live one is refused or fenced)
     groups        the G samples of one task instance; completion and learner claims
     samples       one row per (group, sample index): the work queue that survives restarts,
                   each leased to the orchestrator running it
@@ -97,6 +98,19 @@ class RunRow(Base):
     refused at start. None: nobody (PostgreSQL runs take any number of orchestrators)."""
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     """When ``lease_owner``'s hold on the run runs out unless its heartbeat renews it."""
+
+
+class LearnerSeatRow(Base):
+    """Which learner trains a run: one at a time, or two would train the same groups' versions."""
+
+    __tablename__ = "learner_seats"
+
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    """No foreign key: a learner may start before the orchestrator creates the run's row."""
+    learner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The learner holding the seat (``learner@host:pid:token``); None: nobody."""
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """When the hold runs out unless the learner claims again (each claim renews it)."""
 
 
 class GroupRow(Base):

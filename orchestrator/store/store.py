@@ -210,11 +210,25 @@ class TrajectoryStore:
 
     # ---- learner claims --------------------------------------------------------------
 
-    async def claim_groups(self, n: int, claimer: str, lease_s: float = 600.0, run_id: str | None = None) -> Claim:
+    async def take_learner_seat(self, run_id: str, learner: str, lease_s: float) -> int:
+        """Makes ``learner`` the run's one learner; gives back what others hold (see
+        :func:`claims.take_seat`). Raises LearnerBusyError while another live learner holds it."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            return await claims.take_seat(conn, run_id, learner, lease_s)
+
+    async def leave_learner_seat(self, run_id: str, learner: str) -> None:
+        """Gives the run's seat up if ``learner`` holds it (see :func:`claims.leave_seat`)."""
+        self._check_open()
+        async with self.engine.begin() as conn:
+            await claims.leave_seat(conn, run_id, learner)
+
+    async def claim_groups(self, n: int, claimer: str, lease_s: float = 600.0, run_id: str | None = None,
+                           *, fence: bool = False) -> Claim:
         """Atomically claims up to ``n`` complete groups (see :func:`claims.claim_groups`)."""
         self._check_open()
         async with self.engine.begin() as conn:
-            return await claims.claim_groups(conn, n, claimer, lease_s, run_id)
+            return await claims.claim_groups(conn, n, claimer, lease_s, run_id, fence=fence)
 
     async def ack(self, claim: Claim) -> None:
         """Marks a claim's groups consumed. Raises ClaimExpiredError if it lost them."""

@@ -22,11 +22,17 @@ class FakeEngine:
         self.fail_load = False
         self.hang_load = False
         self.calls: list[str | None] = []
+        self.running = asyncio.Event()
+        """Cleared: the replica is frozen (as under SIGSTOP): every call waits until it is set again."""
+        self.running.set()
+        self.down_for_checks = 0
+        """Health checks still to fail before the replica answers again."""
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None, routing_key: str | None = None
     ) -> Generation:
         self.calls.append(routing_key)
+        await self.running.wait()
         if self.hang:
             await asyncio.sleep(3600)
         if self.fail_requests:
@@ -48,6 +54,10 @@ class FakeEngine:
         self.adapters.discard(name)
 
     async def health(self) -> bool:
+        await self.running.wait()
+        if self.down_for_checks:
+            self.down_for_checks -= 1
+            return False
         return self.healthy
 
 

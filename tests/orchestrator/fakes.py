@@ -229,12 +229,26 @@ class CoinEnv(SlowEchoEnv):
         return "done", float(self.rng.random() < self.p_solve), True, False, {}
 
 
+class LoneSurrogateEnv(SlowEchoEnv):
+    """Page text as a hostile page serves it: a lone surrogate (not encodable as UTF-8) in every
+    observation and in the step's info."""
+
+    async def reset_async(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = await super().reset_async(seed=seed, options=options)
+        return obs + " page: \ud800!", info
+
+    async def step_async(self, action: str):
+        obs, reward, terminated, truncated, info = await super().step_async(action)
+        return obs + " \udfff", reward, terminated, truncated, {**info, "title": "x\ud800y"}
+
+
 ENVS = {
     "gymfleet-test/Coin-v0": CoinEnv,
     "gymfleet-test/SlowEcho-v0": SlowEchoEnv,
     "gymfleet-test/BrokenSandbox-v0": BrokenSandboxEnv,
     "gymfleet-test/Buggy-v0": BuggyEnv,
     "gymfleet-test/NeverEnds-v0": NeverEndsEnv,
+    "gymfleet-test/LoneSurrogate-v0": LoneSurrogateEnv,
 }
 
 

@@ -102,6 +102,20 @@ async def test_rm_rf_root_ends_the_episode_as_the_policys_failure(backend: Sandb
         assert traj.reason == "" and traj.metrics["n_turns"] == 4
 
 
+@pytest.mark.docker
+async def test_filling_memory_in_the_background_is_the_policys_damage(docker_backend: SandboxBackend) -> None:
+    """tmpfs files count against the memory limit: three 500 MiB files (/tmp, the workdir, the
+    output folder: 512 MiB each) written in the
+    background have the OOM killer stop the container; the next command finds it stopped, which
+    is the policy's damage (before: "stopped from outside", infra_error)."""
+    fill = ("nohup sh -c 'for f in /tmp/a /app/b /run/gymfleet-exec/c; do head -c 500M /dev/zero > $f; done' "
+            ">/dev/null 2>&1 &")
+    gateway = scripted([bash(fill), bash("sleep 60"), bash("ls")])
+    traj = await roll(docker_backend, gateway)
+    assert traj.status is RolloutStatus.ok and traj.status.trains, traj.reason
+    assert traj.reward == 0.0 and "out of memory" in traj.reason, traj.reason
+
+
 # --- outside: infrastructure -----------------------------------------------------------------
 
 

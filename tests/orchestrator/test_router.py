@@ -39,7 +39,8 @@ async def test_dead_replica_moves_only_its_share_and_takes_it_back() -> None:
     before = {k: router.replica_order(k)[0] for k in KEYS}
     assert set(before.values()) == {"r0", "r1", "r2", "r3"}
     fakes[2].healthy = False
-    await router.check_health()
+    for _ in range(router.config.fail_after):
+        await router.check_health()
     during = {k: router.replica_order(k)[0] for k in KEYS}
     moved = {k for k in KEYS if before[k] != during[k]}
     assert moved == {k for k in KEYS if before[k] == "r2"}
@@ -62,7 +63,7 @@ async def test_failed_request_is_retried_once_elsewhere() -> None:
     by_name = {f.name: f for f in fakes}
     by_name[home].fail_requests = True
     generation = await router.generate([1], SAMPLING, routing_key="k")
-    assert generation.replica != home and home not in router.alive
+    assert generation.replica != home and home in router.alive  # one failure: slow, not dead
     assert by_name[home].calls == ["k"]
 
 
@@ -91,7 +92,7 @@ async def test_bad_request_is_not_retried() -> None:
 
 
 async def test_no_live_replica_is_a_clear_error() -> None:
-    router, fakes = make_router(n=1)
+    router, fakes = make_router(n=1, fail_after=1, outage_wait_s=0.3)
     fakes[0].healthy = False
     await router.check_health()
     with pytest.raises(NoReplicaError, match="no live replica"):
@@ -118,7 +119,8 @@ async def test_broadcast_with_a_hanging_replica_times_out_and_rolls_back() -> No
 async def test_broadcast_reaches_all_and_revived_replica_resyncs() -> None:
     router, fakes = make_router()
     fakes[3].healthy = False
-    await router.check_health()
+    for _ in range(router.config.fail_after):
+        await router.check_health()
     await router.load_adapter("run-v000002", "/adapters/v2")
     assert [bool(f.adapters) for f in fakes] == [True, True, True, False]
     fakes[3].healthy = True
@@ -131,11 +133,72 @@ async def test_broadcast_reaches_all_and_revived_replica_resyncs() -> None:
 async def test_health_loop_runs_in_background() -> None:
     import asyncio
 
-    router, fakes = make_router(health_interval_s=0.05)
+    router, fakes = make_router(health_interval_s=0.05, fail_after=1)
     async with router:
         fakes[0].healthy = False
         await asyncio.sleep(0.3)
         assert "r0" not in router.alive
+
+
+async def test_a_replica_leaves_only_after_several_failed_checks() -> None:
+    router, fakes = make_router()
+    fakes[2].healthy = False
+    for _ in range(router.config.fail_after - 1):
+        await router.check_health()
+        assert "r2" in router.alive
+    fakes[2].healthy = True
+    await router.check_health()  # an answer resets the count
+    fakes[2].healthy = False
+    for _ in range(router.config.fail_after - 1):
+        await router.check_health()
+    assert "r2" in router.alive
+    await router.check_health()
+    assert "r2" not in router.alive
+
+
+async def test_a_replica_leaves_only_after_several_failed_requests() -> None:
+    router, fakes = make_router()
+    home = router.replica_order("k")[0]
+    next(f for f in fakes if f.name == home).fail_requests = True
+    for _ in range(router.config.fail_after - 1):
+        assert (await router.generate([1], SAMPLING, routing_key="k")).replica != home
+        assert home in router.alive
+    await router.generate([1], SAMPLING, routing_key="k")
+    assert home not in router.alive
+
+
+async def test_a_frozen_replica_stays_in_the_ring_and_answers_when_thawed() -> None:
+    import asyncio
+
+    router, fakes = make_router(health_timeout_s=0.05)
+    home = router.replica_order("k")[0]
+    frozen = next(f for f in fakes if f.name == home)
+    frozen.running.clear()  # SIGSTOP: longer than a health timeout
+    await router.check_health()
+    request = asyncio.create_task(router.generate([1], SAMPLING, routing_key="k"))
+    await router.check_health()
+    assert home in router.alive and not request.done()
+    frozen.running.set()  # SIGCONT
+    assert (await request).replica == home  # same replica: its KV cache is kept
+
+
+async def test_with_no_live_replica_a_request_waits_for_one_to_come_back() -> None:
+    router, fakes = make_router(n=2, fail_after=1, outage_wait_s=60)
+    for fake in fakes:
+        fake.down_for_checks = 4
+    await router.check_health()
+    assert not router.alive
+    generation = await router.generate([1], SAMPLING, routing_key="k")  # probes with backoff meanwhile
+    assert generation.replica in {"r0", "r1"} and router.alive == {"r0", "r1"}
+
+
+async def test_the_wait_for_a_live_replica_is_bounded() -> None:
+    router, fakes = make_router(n=1, fail_after=1, outage_wait_s=0.5)
+    fakes[0].healthy = False
+    await router.check_health()
+    with pytest.raises(NoReplicaError, match="after waiting 0.5 s"):
+        await router.generate([1], SAMPLING, routing_key="k")
+    assert fakes[0].calls == []
 
 
 def test_session_cache_store_is_bounded_in_sessions_and_tokens() -> None:

@@ -251,3 +251,18 @@ async def test_group_budget_starts_exactly_that_many_groups(tmp_path: Path, sqli
     scheduler.request_stop()
     await runner
     assert len(await final_by_sample(sqlite_store)) == 9
+
+
+async def test_an_outage_with_no_live_replica_does_not_quarantine_the_task(
+    tmp_path: Path, sqlite_store: TrajectoryStore
+) -> None:
+    from gymfleet.orchestrator.engines.errors import NoReplicaError
+    from gymfleet.orchestrator.rollout import OUTAGE_METRIC
+
+    cfg = run_config(tmp_path, [task("a", max_attempts=2, env_kwargs={"n_instances": 2})],
+                     quarantine_after=2, max_in_flight=1)
+    down = ScriptedGateway(error=NoReplicaError("no live replica after waiting 300 s"))
+    outcome = await (await make_scheduler(cfg, sqlite_store, down)).run()
+    assert outcome.quarantined == {} and outcome.status is RunStatus.completed, outcome
+    trajectories = [s.trajectory for s in await sqlite_store.trajectories("r1", limit=None)]
+    assert len(trajectories) == 12 and all(t.metrics[OUTAGE_METRIC] for t in trajectories)

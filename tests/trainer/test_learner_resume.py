@@ -57,10 +57,14 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
     assert (third.version, third.step) == (2, 6) and source.acked == {"g2"}
     assert "not resuming from adapter v3" in caplog.text
     assert (root / version_name(3) / "COMMITTED").exists()
+    third._pending = ["g4"]
+    assert await third.publish() == 4  # past the corrupt v3 (before: "v000003 is already committed")
+    assert (third.version, bucket.versions()) == (4, [1, 2, 3, 4])
 
     # Nothing loads any more: a one-line error names the versions, nothing is deleted.
     for version in (1, 2):
         (root / version_name(version) / "adapter_model.safetensors").write_bytes(b"junk")
-    with pytest.raises(BucketError, match=r"none of the committed adapters \[1, 2, 3\]"):
+    (root / version_name(4) / "adapter_model.safetensors").write_bytes(b"junk")
+    with pytest.raises(BucketError, match=r"none of the committed adapters \[1, 2, 3, 4\]"):
         await Learner(CONFIG, source, bucket, claimer="learner-4").resume()
-    assert bucket.versions() == [1, 2, 3]
+    assert bucket.versions() == [1, 2, 3, 4]

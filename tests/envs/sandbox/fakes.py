@@ -56,6 +56,12 @@ class FakeSandbox:
         except KeyError:
             raise SandboxFileError(f"no file {path}") from None
 
+    async def stop_processes(self) -> list[str]:
+        return []
+
+    async def verifier(self) -> Self:
+        return self
+
     async def close(self) -> None:
         self.closed = True
 

@@ -105,6 +105,28 @@ async def test_a_full_disk_is_the_sandboxs_error(sandbox: DockerSandbox) -> None
     assert (await sandbox.exec("rm /app/big /tmp/big && echo freed")).stdout == "freed\n"
 
 
+@pytest.mark.parametrize("then", ["exec", "stop_processes"])
+async def test_tmpfs_filled_until_oom_in_the_background_is_the_policys_damage(
+    backend: DockerBackend, terminal_image: str, then: str
+) -> None:
+    """Files in tmpfs count against the memory limit: a background fill past it has the OOM
+    killer take every process, PID 1 included; the next command, or the grader's stop, is damage
+    (Docker's file copies still work on the stopped container's layer)."""
+    spec = SandboxSpec(image=terminal_image, memory_mb=96, disk_mb=512)
+    async with backend.create(spec, SandboxLabels(run_id=RUN_ID)) as sb:
+        await sb.exec("nohup sh -c 'head -c 400M /dev/zero > /tmp/big' >/dev/null 2>&1 &")
+        container = backend.client().containers.get(sb.container_id)
+        for _ in range(300):
+            container.reload()
+            if container.status != "running":
+                break
+            await asyncio.sleep(0.1)
+        assert container.status != "running", "the fill never brought the sandbox down"
+        ask = {"exec": lambda: sb.exec("echo hi", timeout_s=10), "stop_processes": sb.stop_processes}
+        with pytest.raises(SandboxDamagedError, match="out of memory"):
+            await ask[then]()
+
+
 async def test_python_output_before_a_timeout_is_kept(sandbox: DockerSandbox) -> None:
     result = await sandbox.exec("python3 -c 'print(\"early\"); import time; time.sleep(60)'", timeout_s=3)
     assert result.timed_out and result.stdout == "early\n"

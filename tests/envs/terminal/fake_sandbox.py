@@ -29,6 +29,7 @@ class FakeSandbox:
         self.closed = False
         self.pgids: list[int] = []
         self.n_exec = 0
+        self.n_stops = 0
 
     @property
     def isolated(self) -> bool:
@@ -88,6 +89,16 @@ class FakeSandbox:
         if not target.is_file():
             raise SandboxFileError(f"no file {path}")
         return target.read_bytes()
+
+    async def stop_processes(self) -> list[str]:
+        """Kills the process groups of its commands (what setsid escaped lives on: a fake)."""
+        for pgid in self.pgids:
+            _killpg(pgid)
+        self.n_stops += 1
+        return []
+
+    async def verifier(self) -> Self:
+        return self
 
     async def close(self) -> None:
         if self.closed:

@@ -14,7 +14,7 @@ from tests.envs.terminal.conftest import write_task
 from tests.envs.terminal.fake_sandbox import FakeBackend
 
 
-def _result_writer(tests: list[dict[str, str]] | None, *, nonce: str = "$GYMFLEET_NONCE",
+def _result_writer(tests: list[dict[str, str]] | None, *, nonce: str = "$(cat \"$GYMFLEET_NONCE_FILE\")",
                    raw: str | None = None) -> str:
     body = raw if raw is not None else json.dumps({"nonce": "NONCE", "tests": tests})
     body = body.replace('"NONCE"', f'"{nonce}"')
