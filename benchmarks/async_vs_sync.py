@@ -116,7 +116,7 @@ def main() -> None:
         for mode in ("sync", "async"):
             console.print(f"[bold]{mode}[/bold]: {args.steps} learner steps")
             outcome = asyncio.run(train(_config(mode, Path(tmp), args), console=console, live=False))
-            r = outcome.report
+            r = outcome.report.to_dict()
             results[mode] = {k: r[k] for k in ("wall_s", "n_steps", "learner_idle_s", "learner_idle_fraction",
                                                "generation_idle_s", "generation_idle_fraction",
                                                "staleness_histogram", "final_version")}

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from gymfleet.envs.actions import Command, Word, bash_block, parse_fenced_action
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
 from gymfleet.envs.errors import SandboxDamagedError
+from gymfleet.envs.info import add_volatile, merge_info
 from gymfleet.envs.resources import EnvResources, ResourcesConfig, SandboxLease
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
@@ -244,9 +245,9 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
             await lease.release(discard=True)
             raise
         self._episode = ep
-        info = {"instance_id": instance_id, **extra, "sandbox": lease.backend,
-                "isolated": lease.sandbox.isolated, "sandbox_acquire_s": round(acquire_s, 6)}
-        return observation, info
+        info = merge_info({"instance_id": instance_id}, extra)
+        info.update(sandbox=lease.backend, isolated=lease.sandbox.isolated)
+        return observation, add_volatile(info, rollout_id=rollout_id, sandbox_acquire_s=round(acquire_s, 6))
 
     async def step_async(self, action: str) -> Step:
         ep = self._episode
@@ -316,7 +317,7 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         finally:
             ep.done = True
             await ep.lease.release(discard=failed)
-        info.update(graded.info)
+        merge_info(info, graded.info)
         return graded.observation, graded.reward, not truncated, truncated, info
 
     async def _end_episode(self) -> None:

@@ -101,15 +101,21 @@ class Scheduler:
 
     # ---- control -------------------------------------------------------------------
 
-    def request_stop(self, *, budget_spent: bool = False) -> None:
+    def request_stop(self, *, budget_spent: bool = False, abort: bool = False) -> None:
         """Stops admission (first call); aborts every in-flight rollout (second call).
 
         Args:
             budget_spent: the run stops because its budget is spent (the caller's training
                 budget): it ends ``completed (budget)``, not ``interrupted``.
+            abort: the caller ends the run itself (its learner is done): admission stops and
+                the in-flight rollouts are aborted at once, without the Ctrl-C hints.
         """
         self._budget_spent = self._budget_spent or budget_spent
-        if self._stopping:
+        if abort:
+            if self._tasks:
+                log.info("run ending: aborting %d in-flight rollouts", len(self._tasks))
+            self._abort.set()
+        elif self._stopping:
             log.warning("second stop request: aborting %d in-flight rollouts", len(self._tasks))
             self._abort.set()
         else:

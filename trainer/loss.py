@@ -31,15 +31,20 @@ import torch
 ADVANTAGE_EPS = 1e-6
 
 
-def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
-    """Group-relative advantages ``A_i = (r_i - mean(r)) / (std(r) + 1e-6)``.
+def group_advantages(rewards: torch.Tensor, *, unbiased: bool = False, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
+    """Group-relative advantages ``A_i = (r_i - mean(r)) / (std(r) + eps)``.
 
-    GRPO (Shao et al. 2024, DeepSeekMath, sec. 4.1.2). ``std`` is the population standard
+    GRPO (Shao et al. 2024, DeepSeekMath, sec. 4.1.2). The learner uses the population standard
     deviation (``unbiased=False``), so a group of two samples with rewards (1, 0) gets (+1, -1)
-    up to the epsilon. A group whose rewards are all equal gets zero advantages.
+    up to the epsilon. TRL's ``GRPOTrainer`` (``scale_rewards="group"``) uses the sample standard
+    deviation and ``eps=1e-4``: ``unbiased=True, eps=1e-4`` gives its advantages exactly; for
+    a group of G they are ``sqrt((G - 1) / G)`` times the learner's (0.87 at G=4). A group whose
+    rewards are all equal gets zero advantages either way.
 
     Args:
         rewards: (N, G) rewards, one row per group; a 1-D (G,) tensor is one group.
+        unbiased: divide the variance by G - 1 (sample std) instead of G.
+        eps: added to the std.
 
     Returns:
         Advantages of the same shape and dtype float32.
@@ -49,8 +54,8 @@ def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
     if squeeze:
         r = r.unsqueeze(0)
     mean = r.mean(dim=1, keepdim=True)
-    std = r.std(dim=1, unbiased=False, keepdim=True)
-    adv = (r - mean) / (std + ADVANTAGE_EPS)
+    std = r.std(dim=1, unbiased=unbiased, keepdim=True)
+    adv = (r - mean) / (std + eps)
     return adv.squeeze(0) if squeeze else adv
 
 

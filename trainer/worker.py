@@ -1,7 +1,7 @@
 """The learner process: claims groups from the store, trains, publishes, logs each step as JSON.
 
-Started by :mod:`gymfleet.run.job` with ``multiprocessing`` (spawn), so that training never
-blocks the orchestrator's event loop. It shares four things with its parent: a stop event
+Started by a :class:`gymfleet.run.learner.LearnerHandle` (a ``multiprocessing`` spawn child, a
+thread, or a Ray actor), so that training never blocks the orchestrator's event loop. It shares four things with its parent: a stop event
 (finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
 on it), a counter of groups a step asked for beyond its first claim (dynamic sampling's refill:
 sync mode lets that many more groups start), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gymfleet.trainer.learner import LearnerConfig
 
 from gymfleet.core.jsonl import open_for_append
 
@@ -30,8 +33,8 @@ POLL_S = 0.2
 class WorkerArgs:
     """What the learner process needs (picklable: it crosses the spawn)."""
 
-    learner: dict[str, Any]
-    """LearnerConfig as JSON."""
+    learner: LearnerConfig
+    """The learner's settings (a pydantic model: it pickles across the spawn)."""
     store_url: str
     run_id: str
     bucket_url: str
@@ -90,14 +93,14 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
     from gymfleet.orchestrator.store import TrajectoryStore
     from gymfleet.orchestrator.store.claims import new_learner_id
     from gymfleet.trainer.bucket import AdapterBucket
-    from gymfleet.trainer.learner import Learner, LearnerConfig
+    from gymfleet.trainer.learner import Learner
     from gymfleet.trainer.source import StoreGroupSource
 
     if args.n_threads:
         import torch
 
         torch.set_num_threads(args.n_threads)
-    config = LearnerConfig.model_validate(args.learner)
+    config = args.learner
     async with await TrajectoryStore.open(args.store_url) as store:
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
         claimer = new_learner_id()  # its own identity: a second learner on the run is refused

@@ -119,7 +119,8 @@ class BrowserEnv(AgentEnv):
     Reward:
         From the page: for MiniWoB, 1.0 when the episode ends with raw reward exactly 1
         (``WOB_RAW_REWARD_GLOBAL``), else 0.0 — partial credit is not success. ``info`` has
-        ``raw_reward``, ``wob_reward`` (time-discounted) and ``reason``.
+        ``raw_reward`` and ``reason``; ``info["volatile"]["wob_reward"]`` the time-discounted
+        score (it varies between runs: :mod:`gymfleet.envs.info`).
 
     Episode end:
         Terminated when the page says it is done (``WOB_DONE_GLOBAL``); truncated after

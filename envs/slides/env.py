@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from gymfleet.envs.browser.chromium import ChromiumConfig
 from gymfleet.envs.errors import SandboxFileError
+from gymfleet.envs.info import VOLATILE_KEY, Volatile, add_volatile
 from gymfleet.envs.resources import EnvResources
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
@@ -68,7 +69,9 @@ class SlidesEnv(SandboxEnv[Brief]):
     0 on every step but the last; on ``submit`` the weighted share of checks passed
     (``checks.WEIGHTS``: slide count, titles, required points, fits the frame, no overlap,
     legible text, balanced whitespace, no hidden text), in [0, 1]. Only visible, legible
-    text on sound slides counts; ``info["checks"]`` has each check's score and detail.
+    text on sound slides counts; ``info["checks"]`` has each check's score and detail, and
+    ``info["volatile"]`` (:mod:`gymfleet.envs.info`: values that differ between runs) the
+    ``rollout_id``, ``png_dir`` and ``render_s`` (seconds).
 
     ## Episode end
     Terminated on ``submit``. Truncated after ``max_turns`` turns; the deck as it stands is
@@ -119,15 +122,14 @@ class SlidesEnv(SandboxEnv[Brief]):
         return self.config.max_turns
 
     def step_info(self, ep: SandboxEpisode[Brief]) -> dict[str, Any]:
-        return {"instance_id": ep.instance_id, "rollout_id": ep.rollout_id, "turn": ep.turn}
+        return {"instance_id": ep.instance_id, "turn": ep.turn, VOLATILE_KEY: Volatile(rollout_id=ep.rollout_id)}
 
     async def sandbox_spec(self, instance: Brief, backend: str) -> SandboxSpec:
         return SandboxSpec(image=await self.image(self.config.image, backend))
 
     async def prepare(self, ep: SandboxEpisode[Brief]) -> tuple[str, dict[str, Any]]:
         ep.state["n_renders"] = 0
-        return prompts.first_observation(ep.instance), {"rollout_id": ep.rollout_id,
-                                                        "n_slides": ep.instance.n_slides}
+        return prompts.first_observation(ep.instance), {"n_slides": ep.instance.n_slides}
 
     async def command(self, ep: SandboxEpisode[Brief], script: str, info: dict[str, Any]) -> str:
         result = await ep.sandbox.exec(script, timeout_s=self.config.command_timeout_s)
@@ -137,17 +139,19 @@ class SlidesEnv(SandboxEnv[Brief]):
     async def word(self, ep: SandboxEpisode[Brief], word: str, info: dict[str, Any]) -> str:
         ep.state["n_renders"] += 1
         report, card = await self._render(ep, self._run_dir(ep) / f"render-{ep.state['n_renders']:02d}")
-        info.update(reward_if_submitted=card.reward, png_dir=_png_dir(report))
+        info["reward_if_submitted"] = card.reward
+        add_volatile(info, png_dir=_png_dir(report), render_s=round(report.render_s, 3))
         return _cut(render_text(report, card, self.check_config), self.config.max_observation_chars)
 
     async def grade(self, ep: SandboxEpisode[Brief], why: str) -> Graded:
         report, card = await self._render(ep, self._run_dir(ep))
+        png_dir = _png_dir(report)
         info = {
-            "reward": card.reward, "png_dir": _png_dir(report), "n_slides": report.n_slides,
-            "render_s": round(report.render_s, 3), "render_error": report.error,
+            "reward": card.reward, "n_slides": report.n_slides, "render_error": report.error,
             "checks": {c.name: {"score": c.score, "weight": c.weight, "detail": c.detail} for c in card.checks},
+            VOLATILE_KEY: Volatile(png_dir=png_dir, render_s=round(report.render_s, 3)),
         }
-        where = f" Slides as PNG: {info['png_dir']}" if info["png_dir"] else ""
+        where = f" Slides as PNG: {png_dir}" if png_dir else ""
         text = render_text(report, card, self.check_config)
         obs = _cut(f"{why}\nReward {card.reward:.3f}.{where}\n{text}", self.config.max_observation_chars)
         return Graded(card.reward, obs, info)

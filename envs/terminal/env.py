@@ -12,6 +12,7 @@ from pydantic import field_validator
 
 from gymfleet.envs.actions import bash_block
 from gymfleet.envs.errors import SandboxStartError, TaskError
+from gymfleet.envs.info import add_volatile
 from gymfleet.envs.resources import EnvResources
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox.bulk import folder_files, put_files
@@ -68,6 +69,8 @@ class TerminalEnv(SandboxEnv[Task]):
     0 on every step but the last; on the last, 1 when every hidden test passed (skipped is not
     passed), else 0. The tests are copied into a fresh random folder only after the agent is
     done and write a JSON result file; a missing or malformed file is a grading error (0).
+    The last ``info["grading"]`` has each test's status; ``info["volatile"]`` (values that differ
+    between runs, :mod:`gymfleet.envs.info`) the ``agent_time_s`` and ``grading_s`` (seconds).
 
     ## Episode end
     Terminated when the agent submits. Truncated after ``max_agent_turns`` turns or when the
@@ -146,9 +149,11 @@ class TerminalEnv(SandboxEnv[Task]):
         report = await grade(ep.sandbox, ep.instance, ep.state["scratch"])
         n_passed = sum(t.status is TestStatus.passed for t in report.tests)
         obs = prompts.ending_observation(why, report.reward, n_passed, len(report.tests), report.error)
-        info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state["agent_time_s"], 3),
-                                "sandbox": ep.lease.backend, "isolated": ep.sandbox.isolated}
-        info["grading"]["duration_s"] = round(time.monotonic() - started, 3)
+        info: dict[str, Any] = {"grading": report.as_info(), "sandbox": ep.lease.backend,
+                                "isolated": ep.sandbox.isolated}
+        info["grading"].pop("duration_s", None)  # wall times go under info["volatile"]
+        add_volatile(info, agent_time_s=round(ep.state["agent_time_s"], 3),
+                     grading_s=round(time.monotonic() - started, 3))
         return Graded(report.reward, obs, info)
 
     async def _prepare(self, sandbox: Sandbox, task: Task, scratch: str, backend: str) -> None:

@@ -9,7 +9,12 @@
   ``cluster.replica_resources`` (and ``cluster.replica_gpus`` GPUs), each serving one shard's
   router over HTTP; they copy each adapter version from the bucket themselves.
 * **The learner**: ``gymfleet learn``'s loop, on a node offering ``cluster.learner_resources``
-  (and ``cluster.learner_gpus`` GPUs).
+  (and ``cluster.learner_gpus`` GPUs), started, watched and stopped through a
+  :class:`RayLearner` (a :class:`~gymfleet.run.learner.LearnerHandle`).
+
+This is the GRPO stage's :class:`RayPlacement`; the job's other stages (warm start, held-out
+evaluation, report and verdict) run on this machine, the launcher, as for ``gymfleet train``
+(:mod:`gymfleet.run.job`). The actors are in :mod:`gymfleet.run.ray_roles`.
 
 Ray restarts an actor whose process or node dies (``max_restarts``) and retries its ``run`` call
 (``max_task_retries``): a restarted shard or learner resumes from the store and the bucket as a
@@ -23,185 +28,139 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing as mp
-import shutil
-import socket
-import tempfile
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from gymfleet.core.errors import ConfigError
+from gymfleet.core.errors import ConfigError, TrainError
 from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.engines.config import TransformersEngineConfig
-from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
-from gymfleet.orchestrator.scheduler import RunOutcome
-from gymfleet.run.collection import collect
-from gymfleet.run.config import ClusterConfig
-from gymfleet.run.follow import BucketFollower
-from gymfleet.run.report import GenerationTimeline, build_report, last_event, write_report
+from gymfleet.run.config import ClusterConfig, TrainConfig
+from gymfleet.run.job import run_job
+from gymfleet.run.learner import EXIT_WAIT_S, LearnerHandle
+from gymfleet.run.placement import GrpoOutcome
+from gymfleet.run.ray_roles import LearnerRole, ReplicaRole, ShardResult, ShardRole, replica_engine, shard_policy_engines
+from gymfleet.run.records import GenerationTimeline, TrainReport
+from gymfleet.trainer import WorkerArgs
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ShardResult:
-    """What one shard did (this start)."""
+class RayLearner(LearnerHandle):
+    """The learner as a Ray actor (:class:`~gymfleet.run.ray_roles.LearnerRole`), restarted by Ray.
 
-    index: int
-    status: str
-    completed: int
-    by_status: dict[str, int]
-    loads: list[dict[str, float]]
+    Args:
+        ray: the ``ray`` module, initialised.
+        options: the actor's ``.options()`` (name, resources, restarts).
 
-
-class ShardRole:
-    """A Ray actor: one orchestrator shard of the run (``collect`` following the bucket).
-
-    A threaded actor (``max_concurrency=2``): :meth:`stop` is called while :meth:`run` runs.
+    Attributes:
+        end: the learner's last ``end`` event of learner.jsonl, once :meth:`wait` returned.
     """
 
-    def __init__(self, run: dict[str, Any], bucket_url: str, index: int, local_dir: str,
-                 fetch_remote: bool = True) -> None:
-        self.config = RunConfig.model_validate(run)
-        self.bucket_url = bucket_url
-        self.index = index
-        self.local_dir = Path(local_dir)
-        self.fetch_remote = fetch_remote
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._stopped = threading.Event()
+    def __init__(self, args: WorkerArgs, ray: Any, options: dict[str, Any]) -> None:
+        super().__init__(args)
+        self.ray = ray
+        self.options = options
+        self.actor: Any = None
+        self.ref: Any = None
+        self.end: dict[str, Any] = {}
 
-    def run(self) -> ShardResult:
-        """Collects until :meth:`stop`; returns what it did."""
-        return asyncio.run(_collect_shard(self))
+    def start(self) -> None:
+        self.actor = self.ray.remote(LearnerRole).options(**self.options).remote(self.args)
+        self.ref = self.actor.run.remote()
+
+    def alive(self) -> bool:
+        if self.ref is None:
+            return False
+        done, _ = self.ray.wait([self.ref], timeout=0)
+        return not done
 
     def stop(self) -> None:
-        """Stops admission and aborts the rollouts in flight (they are requeued)."""
-        self._stopped.set()
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        super().stop()
+        if self.actor is not None:
+            self.actor.stop.remote()  # it finishes its step and publishes what it trained
 
-
-async def _collect_shard(shard: ShardRole) -> ShardResult:
-    """The shard's collection. A module function: a Ray actor class with an ``async def`` is an
-    async actor, whose methods run on Ray's own event loop, and this one runs its own."""
-    from gymfleet.trainer import AdapterBucket
-
-    shard._loop, shard._stop = asyncio.get_running_loop(), asyncio.Event()
-    if shard._stopped.is_set():
-        shard._stop.set()
-    follower = BucketFollower(AdapterBucket(shard.bucket_url, shard.config.run_id), shard.local_dir,
-                              fetch_remote=shard.fetch_remote)
-    outcome: RunOutcome = await collect(shard.config, follower=follower, stop=shard._stop)
-    return ShardResult(shard.index, outcome.status.value, outcome.completed, dict(outcome.by_status),
-                       [{"t": ld.t, "version": ld.version, "load_s": ld.load_s} for ld in follower.loads])
-
-
-SERVED_MODEL = "base"
-"""The base model's name on the replica actors (requests' ``model`` without an adapter)."""
-
-
-class ReplicaRole:
-    """A Ray actor: one embedded inference replica serving HTTP on its node's address
-    (``gymfleet serve``'s app, :func:`~gymfleet.orchestrator.engines.server.build_app`).
-
-    Adapters given as URLs are copied from the bucket into a folder of the replica's own, so the
-    replica needs no file system shared with its shard. Listening starts in ``__init__`` (again
-    after a restart); :meth:`address` says where once the server is up.
-    """
-
-    def __init__(self, engine: dict[str, Any], port: int = 0) -> None:
-        import ray
-        import uvicorn
-
-        from gymfleet.orchestrator.engines.server import build_app
-        from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
-
-        config = TransformersEngineConfig.model_validate(engine)
-        host = ray.util.get_node_ip_address()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        self.url = f"http://{host}:{sock.getsockname()[1]}"
-        self._engine = TransformersEngine(config)
-        cache = Path(tempfile.gettempdir()) / f"gymfleet-{config.name}-adapters-{sock.getsockname()[1]}"
-        shutil.rmtree(cache, ignore_errors=True)  # what an earlier start on this port left
-        app = build_app(self._engine, SERVED_MODEL, adapter_cache=cache)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name=f"replica-{config.name}")
-        self._thread.start()
-
-    def address(self, timeout_s: float = 120.0) -> str:
-        """The replica's base URL (``http://IP:PORT``), once it accepts requests.
+    async def wait(self, timeout_s: float = EXIT_WAIT_S) -> int | None:
+        """As :meth:`LearnerHandle.wait`; a learner still running after ``timeout_s`` is killed.
 
         Raises:
-            RuntimeError: the server stopped, or did not start within ``timeout_s`` seconds.
+            TrainError: the learner failed for good (after Ray's restarts).
         """
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"replica {self.url} did not start")
-            time.sleep(0.05)
-        return self.url
+        if self.ref is None:
+            return None
+        self.stop()
+        try:
+            self.end = await asyncio.to_thread(self.ray.get, self.ref, timeout=timeout_s)
+        except self.ray.exceptions.GetTimeoutError:
+            self.kill()
+        except self.ray.exceptions.RayError as exc:
+            raise TrainError(f"the learner failed after {self.options.get('max_restarts')} restarts: {exc}") from exc
+        return None
 
-    def stats(self) -> dict[str, Any]:
-        """What this replica did since its (re)start: ``url``, ``generated_tokens``,
-        ``forward_passes`` and the adapters it holds now (``adapters``, names)."""
-        return {"url": self.url, "generated_tokens": self._engine.stats.n_generated_tokens,
-                "forward_passes": self._engine.stats.n_forward_passes, "adapters": sorted(self._engine.adapters)}
+    def kill(self) -> None:
+        """Ends the actor for good (no restart)."""
+        if self.actor is not None:
+            self.ray.kill(self.actor, no_restart=True)
 
 
-def replica_engine(run: RunConfig, cl: ClusterConfig, index: int) -> dict[str, Any]:
-    """The engine config of replica actor ``index``: the run's first ``kind: transformers``
-    engine (or the default one), named ``replica-<index>``, with ``cluster.replica_cpus`` threads
-    unless it sets its own.
+class RayPlacement:
+    """The GRPO stage's roles as Ray actors on the cluster ``ray`` is connected to.
 
-    Raises:
-        ConfigError: ``policy.engines`` lists engines of another kind (vLLM replicas are not
-            placed as actors: launch them per shard, or list running ones).
+    Args:
+        ray: the ``ray`` module, initialised.
+        address: the cluster's address (for the report).
+        hosts: the cluster's live hosts.
     """
-    others = [e.kind for e in run.policy.engines if not isinstance(e, TransformersEngineConfig)]
-    if others:
-        raise ConfigError(f"cluster.replicas_per_shard places embedded replicas, but policy.engines lists "
-                          f"{', '.join(sorted(set(others)))} engines: set cluster.replicas_per_shard: 0 (each "
-                          "shard then uses policy.engines itself), or list only kind: transformers engines")
-    engines = [e for e in run.policy.engines if isinstance(e, TransformersEngineConfig)]
-    base = engines[0] if engines else TransformersEngineConfig(source=run.policy.model)
-    return base.model_copy(update={"name": f"replica-{index}",
-                                   "n_threads": base.n_threads or max(1, int(cl.replica_cpus))}).model_dump(mode="json")
 
+    def __init__(self, ray: Any, address: str, hosts: set[str]) -> None:
+        self.ray = ray
+        self.address = address
+        self.hosts = hosts
 
-def shard_policy_engines(urls: list[str], first: int) -> list[dict[str, Any]]:
-    """A shard's ``policy.engines`` when it uses replica actors: each URL as an HTTP replica
-    (``kind: vllm``, the API gymfleet serve speaks) that copies adapters from the bucket itself."""
-    return [VLLMEngineConfig(base_url=url, model=SERVED_MODEL, name=f"replica-{first + i}",
-                             replica_reads_urls=True).model_dump(mode="json", exclude_defaults=True)
-            | {"kind": "vllm"} for i, url in enumerate(urls)]
+    async def grpo(self, cfg: TrainConfig, console: Console, live: bool | None = None,
+                   progress_every_s: float | None = None) -> GrpoOutcome:
+        """Places the shards, the replicas and the learner; waits for the learner's budget (the
+        wall budget stops it); stops and sweeps everything. See :meth:`gymfleet.run.placement.Placement.grpo`.
 
-
-class LearnerRole:
-    """A Ray actor: the run's learner (``gymfleet learn``'s loop). Threaded (``max_concurrency=2``)."""
-
-    def __init__(self, args: Any) -> None:
-        self.args = args
-        self._stop = threading.Event()
-
-    def run(self) -> dict[str, Any]:
-        """Trains until the budget or :meth:`stop`; returns the last ``end`` event of learner.jsonl."""
-        from gymfleet.trainer import learn
-
-        Path(self.args.report_dir).mkdir(parents=True, exist_ok=True)
-        asyncio.run(learn(self.args, self._stop, mp.Value("i", 0)))
-        return last_event(Path(self.args.report_dir), "end")
-
-    def stop(self) -> None:
-        self._stop.set()
+        Raises:
+            ConfigError: a role asks for resources no node offers, or replica actors did not start.
+            TrainError: the learner failed for good (after its restarts).
+        """
+        ray, cl, run = self.ray, cfg.cluster, cfg.run
+        started_at, t0 = time.time(), time.monotonic()
+        check_resources(ray.cluster_resources(), cl)
+        restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
+        replicas, shard_configs = await asyncio.to_thread(_place_replicas, ray, run, cl, restarts)
+        learner = RayLearner(cfg.worker_args(report_dir=str(Path(cfg.report_dir).resolve())), ray, {
+            "name": f"gymfleet-learner-{run.run_id}", "num_cpus": cl.learner_cpus, "num_gpus": cl.learner_gpus,
+            "resources": cl.learner_resources, **restarts})
+        local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
+        shards = [ray.remote(ShardRole).options(
+            name=f"gymfleet-shard-{run.run_id}-{i}", num_cpus=cl.shard_cpus, resources=cl.shard_resources,
+            **restarts).remote(shard_configs[i], cfg.bucket, i, local_dir, fetch_remote=not replicas)
+            for i in range(cl.shards)]
+        console.print(f"run {run.run_id} on Ray ({len(self.hosts)} host(s), {len(ray.nodes())} node(s)): "
+                      f"{cl.shards} shard(s), {len(replicas)} replica actor(s), 1 learner", markup=False, highlight=False)
+        shard_runs = [s.run.remote() for s in shards]
+        learner.start()
+        try:
+            wall_spent = await learner.run_out(cfg.budget.max_wall_s, t0)
+            await learner.wait()
+        finally:
+            results = await asyncio.to_thread(_stop_shards, ray, shards, shard_runs, cl.stop_wait_s)
+            replica_stats = await asyncio.to_thread(_replica_stats, ray, replicas)
+            for actor in [*shards, *replicas]:
+                ray.kill(actor, no_restart=True)
+            learner.kill()
+            swept = await asyncio.to_thread(_sweep_nodes, ray, run.run_id)
+        end = learner.end
+        spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
+        return GrpoOutcome(
+            GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0),
+            "completed_budget" if spent else "interrupted",
+            cluster={"address": self.address, "hosts": sorted(self.hosts), "shards": [r.__dict__ for r in results],
+                     "learner_end": end, "sandboxes_swept": swept, "replicas": replica_stats})
 
 
 def check_reachable(store: str, bucket: str, hosts: set[str]) -> None:
@@ -243,12 +202,13 @@ def check_resources(offered: dict[str, float], cl: ClusterConfig) -> None:
                                   f"cluster.{role}_resources / {role}_cpus / {role}_gpus")
 
 
-def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> dict[str, Any]:
-    """Runs training config ``cfg`` on the Ray cluster at ``address`` until the learner's budget is
-    spent; writes and returns the report (``report_dir``/report.json).
+def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = None) -> TrainReport:
+    """Runs the training job of ``cfg`` (:func:`gymfleet.run.job.run_job`) with its GRPO stage on
+    the Ray cluster at ``address`` (:class:`RayPlacement`); writes and returns the report
+    (``report_dir``/report.json).
 
     Args:
-        cfg: a :class:`~gymfleet.run.config.TrainConfig` (async mode).
+        cfg: the training run (async mode).
         address: ``auto`` (the cluster this machine is part of) or ``ray://HOST:PORT``, or the
             address ``ray.init`` takes.
 
@@ -261,65 +221,14 @@ def train_on_cluster(cfg: Any, address: str, console: Console | None = None) -> 
         import ray
     except ImportError:
         raise ConfigError("--cluster needs Ray: pip install 'gymfleet[ray]'") from None
-    from gymfleet.core.errors import TrainError
-
-    console = console or Console(stderr=True)
     if cfg.mode != "async":
         raise ConfigError("--cluster runs mode: async only (the lock-step baseline is a one-machine run)")
-    from gymfleet.run.warmstart import warm_start_if_new
-
-    asyncio.run(warm_start_if_new(cfg, console))  # warmstart.enabled on a new run: v1, here, first
-    started_at, t0 = time.time(), time.monotonic()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     hosts = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
     check_reachable(cfg.run.store, cfg.bucket, hosts)
-    cl: ClusterConfig = cfg.cluster
-    run = cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(update={"mode": "abort"})})
-    args = cfg.worker_args(report_dir=str(Path(cfg.report_dir).resolve()))
-    check_resources(ray.cluster_resources(), cl)
-    restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
-    replicas, shard_runs_cfg = _place_replicas(ray, run, cl, restarts)
-    learner = ray.remote(LearnerRole).options(
-        name=f"gymfleet-learner-{run.run_id}", num_cpus=cl.learner_cpus, num_gpus=cl.learner_gpus,
-        resources=cl.learner_resources, **restarts).remote(args)
-    local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
-    shards = [ray.remote(ShardRole).options(
-        name=f"gymfleet-shard-{run.run_id}-{i}", num_cpus=cl.shard_cpus, resources=cl.shard_resources,
-        **restarts).remote(shard_runs_cfg[i], cfg.bucket, i, local_dir, fetch_remote=not replicas)
-        for i in range(cl.shards)]
-    console.print(f"run {run.run_id} on Ray ({len(hosts)} host(s), {len(ray.nodes())} node(s)): "
-                  f"{cl.shards} shard(s), {len(replicas)} replica actor(s), 1 learner", markup=False, highlight=False)
-    shard_runs = [s.run.remote() for s in shards]
-    learner_run = learner.run.remote()
-    end: dict[str, Any] = {}
-    wall_spent = False
-    try:
-        end, wall_spent = _wait_learner(ray, learner_run, cfg.budget.max_wall_s, learner, t0)
-    except ray.exceptions.RayError as exc:
-        raise TrainError(f"the learner failed after {cl.max_restarts} restarts: {exc}") from exc
-    finally:
-        results = _stop_shards(ray, shards, shard_runs, cl.stop_wait_s)
-        replica_stats = _replica_stats(ray, replicas)
-        for actor in [*shards, *replicas, learner]:
-            ray.kill(actor, no_restart=True)
-        swept = _sweep_nodes(ray, run.run_id)
-    timeline = GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0)
-    report = build_report(Path(cfg.report_dir), "async", timeline, run.run_id)
-    report["cluster"] = {"address": address, "hosts": sorted(hosts), "shards": [r.__dict__ for r in results],
-                         "learner_end": end, "sandboxes_swept": swept, "replicas": replica_stats}
-    report["budget"] = cfg.budget.model_dump(mode="json")
-    spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
-    report["run_status"] = "completed_budget" if spent else "interrupted"
-    if cfg.heldout.enabled:  # on the launcher, as `gymfleet eval heldout` would
-        from gymfleet.run.job import evaluate_end
-
-        report["evaluation"] = asyncio.run(evaluate_end(cfg, console)).as_dict()
-    from gymfleet.run.verdict import no_learning_reason
-
-    report["no_learning"] = no_learning_reason(report)
-    write_report(Path(cfg.report_dir), report)
-    return report
+    outcome = asyncio.run(run_job(cfg, RayPlacement(ray, address, hosts), console=console, live=False))
+    return outcome.report
 
 
 def _place_replicas(ray: Any, run: RunConfig, cl: ClusterConfig,
@@ -347,20 +256,6 @@ def _place_replicas(ray: Any, run: RunConfig, cl: ClusterConfig,
             "engines": shard_policy_engines(urls[first:first + cl.replicas_per_shard], first)}
         configs.append(run.model_dump(mode="json") | {"policy": policy})
     return replicas, configs
-
-
-def _wait_learner(ray: Any, learner_run: Any, max_wall_s: float | None, learner: Any,
-                  t0: float) -> tuple[dict[str, Any], bool]:
-    """Waits for the learner's run to end (its step budget), stopping it once ``max_wall_s`` is
-    spent. Returns the learner's last ``end`` event and whether the wall budget stopped it."""
-    stop_sent = False
-    while True:
-        done, _ = ray.wait([learner_run], timeout=1.0)
-        if done:
-            return ray.get(learner_run), stop_sent
-        if max_wall_s is not None and time.monotonic() - t0 > max_wall_s and not stop_sent:
-            learner.stop.remote()  # it finishes its step and publishes what it trained
-            stop_sent = True
 
 
 def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any], wait_s: float) -> list[ShardResult]:

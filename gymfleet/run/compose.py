@@ -1,4 +1,7 @@
-"""open_run: the composition root. One place builds a run from its config; collect and train use it.
+"""open_run: the composition root. One place builds a run from its config: ``collect``, ``train``
+(locally and each shard of ``train --cluster``), the held-out evaluation and the demonstrations
+use it; it is the only place that opens env resources and starts a run in the store
+(``tests/run/test_one_run_path.py``).
 
 Order (each step can fail with a one-line ConfigError before anything heavy is opened):
 
@@ -140,6 +143,7 @@ async def open_run(
     console: Console | None = None,
     reload_config: Callable[[], RunConfig | None] | None = None,
     on_stop: Callable[[], None] | None = None,
+    gateway: PolicyGateway | None = None,
 ) -> AsyncIterator[Run]:
     """Composes the run ``config`` describes and closes it all at the end.
 
@@ -149,6 +153,8 @@ async def open_run(
         reload_config: handed to the scheduler (live weight changes); None: none.
         on_stop: called on SIGINT/SIGTERM; default ``scheduler.request_stop`` (the first stops
             admission, the second aborts).
+        gateway: the policy, instead of the one ``config.policy`` builds (the demonstrations'
+            gold-policy gateway); the caller owns it.
 
     Yields:
         The :class:`Run`.
@@ -166,8 +172,9 @@ async def open_run(
             console.print(Text(f"task {name} left out: ", style="yellow") + Text(why))
         factories, instances = await _task_envs(config, resources)
         store = await stack.enter_async_context(await TrajectoryStore.open(config.store))
-        gateway = await stack.enter_async_context(open_gateway(
-            config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
+        if gateway is None:
+            gateway = await stack.enter_async_context(open_gateway(
+                config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
         metrics = stack.enter_context(MetricsWriter(config.metrics_path))
         scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
                               reload_config=reload_config)

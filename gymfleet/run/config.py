@@ -27,10 +27,6 @@ from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.threads import split_threads, usable_cpus
 from gymfleet.trainer import LearnerConfig, SFTConfig, WorkerArgs
 
-TRAIN_KEYS = ("learner", "bucket", "mode", "budget", "report_dir", "watch_interval_s", "learner_threads",
-              "engine_threads", "adapter_load", "cluster", "warmstart", "heldout")
-
-
 class BudgetConfig(StrictModel):
     """When a training run ends: whichever limit is reached first."""
 
@@ -182,7 +178,7 @@ class TrainConfig(StrictModel):
             report_dir: where ``learner.jsonl`` goes (default ``report_dir``).
         """
         return WorkerArgs(
-            learner=self.learner.model_dump(mode="json"), store_url=self.run.store, run_id=self.run.run_id,
+            learner=self.learner, store_url=self.run.store, run_id=self.run.run_id,
             bucket_url=self.bucket, report_dir=report_dir or self.report_dir, max_steps=self.budget.max_steps,
             min_groups=self.learner.groups_per_step, n_threads=self.learner_threads,
         )
@@ -238,6 +234,9 @@ class TrainConfig(StrictModel):
                           if isinstance(e, TransformersEngineConfig) and e.n_threads is None else e
                           for e in policy.engines]
 
+
+TRAIN_KEYS = tuple(name for name in TrainConfig.model_fields if name != "run")
+"""The keys a training config adds to a run config's (TrainConfig's fields but ``run``)."""
 
 _SOURCE = {"model": "policy.model", "temperature": "tasks[].sampling.temperature",
            "top_p": "tasks[].sampling.top_p", "max_staleness": "max_staleness"}

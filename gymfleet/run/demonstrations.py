@@ -1,29 +1,29 @@
 """Recording a training run's demonstrations: gold-policy episodes of its tasks, stored token-exact.
 
-Each episode is a real :class:`~gymfleet.orchestrator.rollout.Rollout` (the task's env, turn and
-time limits) played through a :class:`~gymfleet.orchestrator.demos.DemonstrationGateway`, so the
-tokens are rendered by the policy's chat template exactly as in the run's rollouts. They are
-stored in the run's store under their own run id, ``<run_id>.demos``, with no group or sample
-rows and ``metrics["demonstration"] = True``: the learner's claims (groups of the run) never see
-them.
+Demonstrations are a run like any other, composed by :func:`~gymfleet.run.compose.open_run` and
+driven by its :class:`~gymfleet.orchestrator.scheduler.Scheduler` (the task's env, turn and time
+limits, ``max_in_flight``, retries of infrastructure failures, resume): only the policy differs,
+a :class:`~gymfleet.orchestrator.teacher_forcing.DemonstrationGateway` that plays each instance's gold
+policy, so the tokens are rendered by the policy's chat template exactly as in the run's
+rollouts. They are stored in the run's store under their own run id, ``<run_id>.demos`` (one
+group of one sample per instance and episode, ``metrics["demonstration"] = True``): the learner
+claims groups of the training run only, never these.
 """
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.envs.resources import EnvResources
-from gymfleet.orchestrator.config import RunConfig, TaskConfig
-from gymfleet.orchestrator.demos import DemonstrationGateway
-from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
-from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
+from gymfleet.orchestrator.config import RunConfig
+from gymfleet.orchestrator.teacher_forcing import DemonstrationGateway
 from gymfleet.orchestrator.store import TrajectoryStore
-from gymfleet.orchestrator.store.schema import RunStatus
-from gymfleet.run.compose import runnable_tasks
+from gymfleet.orchestrator.workload import group_id_of
+from gymfleet.run.compose import Run, open_run
 
 
 def demo_run_id(run_id: str) -> str:
@@ -38,7 +38,7 @@ class DemoRecording:
     Attributes:
         run_id: where the demonstrations are stored (``<run_id>.demos``).
         by_status: episodes recorded this time, per status.
-        n_solved: episodes recorded this time that are ok or truncated and earned reward > 0.
+        n_solved: stored episodes that are ok or truncated and earned reward > 0.
         left_out: tasks this machine cannot run, and why.
     """
 
@@ -48,66 +48,62 @@ class DemoRecording:
     left_out: dict[str, str] = field(default_factory=dict)
 
 
-async def record_demonstrations(config: RunConfig, store: TrajectoryStore, tokenizer: Any,
-                                episodes_per_instance: int = 1,
-                                max_instances_per_task: int | None = None) -> DemoRecording:
-    """Plays ``episodes_per_instance`` gold episodes of each instance of each task and stores them.
+def demonstration_run(config: RunConfig, episodes_per_instance: int = 1,
+                      max_instances_per_task: int | None = None) -> RunConfig:
+    """The run that records ``config``'s demonstrations: run id ``<run_id>.demos``, each task once
+    per instance and episode (groups of one: ``passes = episodes_per_instance``), on the first
+    ``max_instances_per_task`` instances; its own metrics file; no staleness gate."""
+    metrics = Path(config.metrics_path)
+    tasks = [t.model_copy(update={
+        "group_size": 1, "passes": episodes_per_instance, "weight": 1.0,
+        "max_instances": min(filter(None, (t.max_instances, max_instances_per_task)), default=None)})
+        for t in config.tasks]
+    return config.model_copy(update={
+        "run_id": demo_run_id(config.run_id), "tasks": tasks, "max_staleness": None,
+        "metrics_path": str(metrics.with_name(f"{metrics.stem}.demos{metrics.suffix}"))})
 
-    At most ``config.max_in_flight`` episodes run at once.
+
+async def record_demonstrations(config: RunConfig, tokenizer: Any, episodes_per_instance: int = 1,
+                                max_instances_per_task: int | None = None,
+                                console: Console | None = None) -> DemoRecording:
+    """Plays ``episodes_per_instance`` gold episodes of each instance of each task and stores them
+    (:func:`demonstration_run` through :func:`~gymfleet.run.compose.open_run`; a recording cut
+    short resumes where it stopped).
 
     Args:
         config: the training run's collection (tasks, store, resources).
-        store: the run's store (open).
         tokenizer: the policy's tokenizer.
         episodes_per_instance: gold episodes per instance.
         max_instances_per_task: the first this many instances of each task; None: all.
+        console: where messages go (tasks left out...).
 
     Raises:
         ConfigError: no task can run here, or a task's env or instances are wrong.
         ChatTemplateError: the policy's chat template is not append-only.
+        StoreError: the store cannot be opened or written.
     """
     gateway = DemonstrationGateway(tokenizer)
-    out = DemoRecording(demo_run_id(config.run_id))
-    await store.start_run(out.run_id, {"demonstrations_of": config.run_id, "tasks": [t.name for t in config.tasks],
-                                       "episodes_per_instance": episodes_per_instance,
-                                       "max_instances_per_task": max_instances_per_task})
-    async with EnvResources.open(config.resources, run_id=out.run_id) as resources:
-        config, out.left_out = runnable_tasks(config, resources)
-        slots = asyncio.Semaphore(config.max_in_flight)
-        for task in config.tasks:
-            make = env_factory(task, resources)
-            instances = (await resolve_instances(task, make))[:max_instances_per_task]
-            gold = make()  # gold policies are stateless: one env of the task makes them all
-            try:
-                attempt = uuid.uuid4().hex[:8]  # a re-recording (after a crash) never reuses a rollout id
-                requests = [_request(out.run_id, task, i, f"{k}-{attempt}")
-                            for i in instances for k in range(episodes_per_instance)]
-                for request in requests:
-                    gateway.expect(request.rollout_id, gold.gold_policy(request.instance_id))
-                trajs = await asyncio.gather(*(_play(r, make, gateway, slots) for r in requests))
-            finally:
-                await gold.close_async()
-            for traj in trajs:
-                store.add(traj, task=task.name)
-                out.by_status[traj.status.value] = out.by_status.get(traj.status.value, 0) + 1
-                out.n_solved += int(_solved(traj))
-    await store.set_run_status(out.run_id, RunStatus.completed)
-    return out
+    demos = demonstration_run(config, episodes_per_instance, max_instances_per_task)
+    async with open_run(demos, console=console, gateway=gateway) as run:
+        await _expect_gold(run, gateway)
+        outcome = await run.scheduler.run()
+        stored = await run.store.trajectories(demos.run_id, limit=None)
+    return DemoRecording(demos.run_id, dict(outcome.by_status),
+                         sum(_solved(s.trajectory) for s in stored), dict(run.left_out))
 
 
-def _request(run_id: str, task: TaskConfig, instance_id: str, episode: str) -> RolloutRequest:
-    return RolloutRequest(
-        run_id=run_id, group_id=f"{run_id}/{task.name}/{instance_id}",
-        rollout_id=f"{run_id}/{task.name}/{instance_id}/{episode}", env_id=task.registered_id,
-        instance_id=instance_id, sampling=task.sampling, max_turns=task.max_turns,
-        turn_timeout_s=task.turn_timeout_s, rollout_timeout_s=task.rollout_timeout_s,
-    )
-
-
-async def _play(request: RolloutRequest, make: EnvFactory, gateway: DemonstrationGateway,
-                slots: asyncio.Semaphore) -> Trajectory:
-    async with slots:
-        return await Rollout(request, make, gateway).run()
+async def _expect_gold(run: Run, gateway: DemonstrationGateway) -> None:
+    """Registers each group's gold policy with the gateway (gold policies are stateless: one
+    env of each task makes them all)."""
+    for task in run.config.tasks:
+        gold = run.factories[task.name]()
+        try:
+            for instance_id in run.instances[task.name]:
+                policy = gold.gold_policy(instance_id)
+                for pass_idx in range(task.passes or 1):
+                    gateway.expect_group(group_id_of(run.config.run_id, task.name, pass_idx, instance_id), policy)
+        finally:
+            await gold.close_async()
 
 
 SOLVED_STATUSES = frozenset({RolloutStatus.ok, RolloutStatus.truncated})

@@ -20,7 +20,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from gymfleet.core.errors import GymfleetError, InferenceError
 from gymfleet.run.config import AdapterLoadConfig
-from gymfleet.run.report import AdapterLoad, AdapterLoadFailure
+from gymfleet.run.records import AdapterLoad, AdapterLoadFailure
 from gymfleet.trainer import Bucket
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,7 @@ comparison is paired. A rollout passes when its reward is >= ``pass_threshold`` 
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,53 +18,11 @@ from rich.console import Console
 from gymfleet.core.errors import GymfleetError
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.evaluate import evaluate
+from gymfleet.run.records import Gain, PassRate, gains_text
 from gymfleet.trainer import AdapterBucket
 
 POLICIES = ("base", "warm_start", "final")
 """The policies compared, in the report's order."""
-
-
-def binomial_se(p: float, n: int) -> float:
-    """Standard error of a pass rate ``p`` measured on ``n`` independent rollouts.
-
-    ``sqrt(p (1 - p) / n)``: the binomial standard error of a proportion, i.e. the standard
-    error of the mean of Bernoulli scores (normal approximation; E. Miller 2024, "Adding Error
-    Bars to Evals", arXiv:2411.00640, section 2). It is 0 at p = 0 or 1, and NaN for n = 0.
-    """
-    if n <= 0:
-        return math.nan
-    return math.sqrt(p * (1.0 - p) / n)
-
-
-@dataclass(frozen=True)
-class PassRate:
-    """One policy's score on one task family's held-out instances.
-
-    Attributes:
-        pass_at_1: fraction of rollouts whose reward is >= the threshold.
-        n: rollouts scored (infrastructure failures excluded).
-        se: binomial standard error of ``pass_at_1`` (:func:`binomial_se`).
-        mean_reward: mean reward of the ``n`` rollouts.
-        n_passed: rollouts that passed.
-    """
-
-    pass_at_1: float
-    n: int
-    se: float
-    mean_reward: float
-    n_passed: int
-
-    @classmethod
-    def from_rewards(cls, rewards: list[float], threshold: float) -> PassRate:
-        """Scores ``rewards``; an empty list gives n = 0 and NaN rates."""
-        n = len(rewards)
-        passed = sum(r >= threshold for r in rewards)
-        p = passed / n if n else math.nan
-        return cls(p, n, binomial_se(p, n), sum(rewards) / n if n else math.nan, passed)
-
-    def describe(self) -> str:
-        """``0.250 ± 0.153 (n=8)``."""
-        return f"{self.pass_at_1:.3f} ± {self.se:.3f} (n={self.n})"
 
 
 @dataclass(frozen=True)
@@ -81,80 +38,6 @@ BASE = PolicySource("base")
 
 COMPARISONS = (("warm_start", "base"), ("final", "warm_start"), ("final", "base"))
 """The gains reported per family: (policy, the policy it is compared with)."""
-
-
-@dataclass(frozen=True)
-class Gain:
-    """How much one policy's pass@1 exceeds another's on one family, in standard errors.
-
-    Attributes:
-        delta: ``p_after - p_before`` (pass@1 points, in [-1, 1]).
-        se: the standard error of ``delta``, ``sqrt(se_after^2 + se_before^2)``: the two scores
-            treated as independent samples (Miller 2024, arXiv:2411.00640, section 4, the
-            unpaired comparison). The rollouts share instances and seeds, so this ignores how
-            much the policies agree on which instances are hard; see ``se_paired``.
-        z: ``delta / se``; None when both scores have se 0 (each is 0 or 1: the difference is
-            exact), so that ``report.json`` stays strict JSON (no ``Infinity``).
-        meets: ``z >= 2``: the gain is at least two standard errors (with z None: ``delta > 0``).
-        n_paired: rollouts both policies finished (same rollout id: same instance, sample and
-            seed); 0 when the outcomes were not given.
-        se_paired: the paired standard error, ``sd(d) / sqrt(n_paired)`` over the per-rollout
-            differences ``d = passed_after - passed_before`` (sample sd; Miller 2024, section 4,
-            paired differences): it removes the variance the policies share per instance, the
-            analysis this paired design allows; smaller than ``se`` when the policies tend to
-            pass and fail the same rollouts. None without pairs.
-        z_paired: ``mean(d) / se_paired``; None when ``se_paired`` is 0 or None.
-        meets_paired: ``z_paired >= 2`` (with se_paired 0: ``mean(d) > 0``); None without pairs.
-    """
-
-    delta: float
-    se: float
-    z: float | None
-    meets: bool
-    n_paired: int = 0
-    se_paired: float | None = None
-    z_paired: float | None = None
-    meets_paired: bool | None = None
-
-    @classmethod
-    def between(cls, after: PassRate, before: PassRate,
-                paired: tuple[dict[str, bool], dict[str, bool]] | None = None) -> Gain:
-        """``after``'s gain over ``before``; ``paired``: both policies' pass/fail by rollout id."""
-        delta = after.pass_at_1 - before.pass_at_1
-        se = math.sqrt(after.se ** 2 + before.se ** 2)
-        z = delta / se if se > 0 else None
-        gain = cls(delta, se, z, z >= 2.0 if z is not None else delta > 0)
-        if paired is None:
-            return gain
-        a, b = paired
-        diffs = [float(a[k]) - float(b[k]) for k in sorted(set(a) & set(b))]
-        if len(diffs) < 2:
-            return gain
-        mean = sum(diffs) / len(diffs)
-        se_p = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
-        z_p = mean / se_p if se_p > 0 else None
-        return replace(gain, n_paired=len(diffs), se_paired=se_p, z_paired=z_p,
-                       meets_paired=z_p >= 2.0 if z_p is not None else mean > 0)
-
-    def describe(self) -> str:
-        """``+0.188 ± 0.069 (2.7 SE)``, or ``+0.167 ± 0.087 (1.9 SE; paired 2.1 SE)`` with pairs."""
-        return f"{self.delta:+.3f} ± {self.se:.3f} ({self.in_se()})"
-
-    def in_se(self) -> str:
-        """``1.9 SE; paired 2.1 SE`` (``exact`` for a z that is None)."""
-        return z_text(self.z) + (f"; paired {z_text(self.z_paired)}" if self.n_paired else "")
-
-
-def gains_text(gains: dict[str, Gain]) -> str:
-    """``; warm start vs base +0.667 ± 0.068 (9.8 SE); final vs warm start ...``: the gains of one
-    family as a summary line ends (``final_vs_base`` left out: the scores beside it show it)."""
-    return "".join(f"; {name.replace('_vs_', ' vs ').replace('_', ' ')} {gain.describe()}"
-                   for name, gain in gains.items() if name != "final_vs_base")
-
-
-def z_text(z: float | None) -> str:
-    """``2.7 SE``, or ``exact`` for a gain between two scores of se 0 (:attr:`Gain.z` None)."""
-    return "exact" if z is None else f"{z:.1f} SE"
 
 
 @dataclass

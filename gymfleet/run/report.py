@@ -14,53 +14,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gymfleet.run.records import Gain, GenerationTimeline, TrainReport
 from gymfleet.trainer import STEPS_FILE
-
-
-@dataclass
-class AdapterLoad:
-    """One adapter version hot-loaded into the engines."""
-
-    t: float
-    version: int
-    load_s: float
-
-
-@dataclass
-class AdapterLoadFailure:
-    """An adapter version no engine took after every try: skipped, the previous one kept."""
-
-    t: float
-    version: int
-    attempts: int
-    error: str
-
-
-@dataclass
-class GenerationTimeline:
-    """What the orchestrator side measured during a training job.
-
-    Attributes:
-        started_at: wall-clock start (``time.time()``).
-        wall_s: seconds the job ran.
-        generation_idle_s: seconds with no rollout in flight (waiting for the learner or the gate).
-        staleness_paused_s: seconds the staleness gate held admission closed.
-        loads: adapter versions hot-loaded.
-        load_failures: adapter versions skipped because every try to load them failed.
-        left_out: tasks left out because their service is missing, with why.
-    """
-
-    started_at: float
-    wall_s: float = 0.0
-    generation_idle_s: float = 0.0
-    staleness_paused_s: float = 0.0
-    loads: list[AdapterLoad] = field(default_factory=list)
-    load_failures: list[AdapterLoadFailure] = field(default_factory=list)
-    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def read_steps(report_dir: Path) -> list[dict[str, Any]]:
@@ -76,8 +36,20 @@ def last_event(report_dir: Path, event: str) -> dict[str, Any]:
     return next((r for r in reversed(read_steps(report_dir)) if r["event"] == event), {})
 
 
-def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_id: str) -> dict[str, Any]:
-    """Summarises this job start's learner log and timeline into the report dict."""
+def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_id: str, *,
+                 stages_s: dict[str, float] | None = None, rollout_timings: list[dict[str, float]] | None = None,
+                 **job: Any) -> TrainReport:
+    """This job start's report: its learner log and timeline summarised, with the job's own
+    fields (``run_status``, ``budget``, ``learner_exitcode``, ``evaluation``...: the rest of
+    :class:`~gymfleet.run.records.TrainReport`'s fields) given as ``job``.
+
+    Args:
+        stages_s, rollout_timings: the job's stages' seconds and the GRPO rollouts' timings, for
+            ``wall_time`` (:func:`wall_time`); None: no ``wall_time``.
+
+    Raises:
+        TypeError: ``job`` names a field the report does not have.
+    """
     rows = [r for r in read_steps(report_dir) if r.get("t", 0) >= timeline.started_at]
     steps = [r for r in rows if r["event"] == "step"]
     staleness = Counter(lag for r in steps for lag in r["filter"]["staleness"])
@@ -88,7 +60,7 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
         for task, value in r["reward_by_task"].items():
             rewards.setdefault(task, []).append((r["t"] - timeline.started_at, value))
     n_tokens = sum(r["n_tokens"] for r in steps)
-    return {
+    summary: dict[str, Any] = {
         "run_id": run_id,
         "mode": mode,
         "wall_s": timeline.wall_s,
@@ -114,7 +86,6 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
         "adapter_load_failures": [asdict(f) | {"t": f.t - timeline.started_at} for f in timeline.load_failures],
         "served_version": max([ld.version for ld in timeline.loads] + [0]),
         "tasks_left_out": timeline.left_out,
-        "learner_torch_threads": next((r.get("torch_threads") for r in reversed(rows) if r["event"] == "start"), None),
         "learner_device": next((r.get("device") for r in reversed(rows) if r["event"] == "start"), None),
         "steps": [{k: r[k] for k in ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens",
                                      "n_groups", "mean_reward", "idle_s", "duration_s", "published_version",
@@ -122,9 +93,21 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
                   | {k: r.get(k, 0) for k in ("n_zero_variance_groups", "n_extra_claims", "n_groups_short")}
                   for r in steps],
     }
+    if stages_s is not None:
+        summary["wall_time"] = wall_time(stages_s, rollout_timings or [], summary)
+    return TrainReport(**summary | _threads(rows, job))
 
 
-def wall_time(stages_s: dict[str, float], timings: list[dict[str, float]], report: dict[str, Any]) -> dict[str, Any]:
+def _threads(rows: list[dict[str, Any]], job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with ``torch_threads.learner`` the threads the learner's ``start`` row reports
+    (the configured count when it reported none)."""
+    threads = dict(job.get("torch_threads") or {})
+    seen = next((r.get("torch_threads") for r in reversed(rows) if r["event"] == "start"), None)
+    return job | {"torch_threads": threads | {"learner": seen or threads.get("learner")}}
+
+
+def wall_time(stages_s: dict[str, float], timings: list[dict[str, float]],
+              report: Mapping[str, Any]) -> dict[str, Any]:
     """Where a run's wall time went: the job's stages, and inside GRPO the seconds each side spent.
 
     Args:
@@ -158,13 +141,15 @@ def wall_time(stages_s: dict[str, float], timings: list[dict[str, float]], repor
     }
 
 
-def write_report(report_dir: Path, report: dict[str, Any]) -> Path:
-    """Writes report.json and the PNGs; returns the path of report.json."""
+def write_report(report_dir: Path, report: TrainReport) -> Path:
+    """Writes report.json (:meth:`TrainReport.to_dict`, the one serialisation) and the PNGs;
+    returns the path of report.json."""
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / "report.json"
-    path.write_text(json.dumps(report, indent=2, default=str))
-    _plots(report_dir, report)
+    content = report.to_dict()
+    path.write_text(json.dumps(content, indent=2, default=str))
+    _plots(report_dir, content)
     return path
 
 
@@ -212,8 +197,6 @@ def _heldout_plot(report_dir: Path, run_id: str, evaluation: dict[str, Any]) -> 
     """``heldout.png``: pass@1 per family, one bar per policy side by side, ± 1 SE; under each family its
     gains (warm start vs base, final vs warm start) in standard errors of the difference."""
     import matplotlib.pyplot as plt
-
-    from gymfleet.run.heldout import Gain  # heldout imports the run's modules: import it when plotting
 
     families = list(evaluation["by_family"])
     policies = [p for p in POLICY_ORDER if any(p in evaluation["by_family"][f] for f in families)]

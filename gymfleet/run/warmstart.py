@@ -8,7 +8,7 @@ GRPO learns nothing from groups of equal rewards. The warm start records gold-po
 ``gymfleet sft CONFIG``, and by ``gymfleet train`` when ``warmstart.enabled`` (docs/train.md).
 
 Demonstrations already recorded for the run (a completed ``<run_id>.demos`` holding solved
-episodes) are reused; otherwise they are recorded (again).
+episodes) are reused; otherwise they are recorded (a recording cut short resumes).
 """
 
 from __future__ import annotations
@@ -45,20 +45,27 @@ class WarmStartOutcome:
     sft: SFTReport
 
 
-async def _demonstrations(cfg: TrainConfig, console: Console) -> tuple[DemoRecording | None, list[Trajectory]]:
+async def _recorded(cfg: TrainConfig) -> bool:
+    """Whether the run's demonstrations were recorded to the end and some were solved."""
     run_id = cfg.run.run_id
     async with await TrajectoryStore.open(cfg.run.store) as store:
         try:
             done = (await store.run_summary(demo_run_id(run_id))).status == "completed"
         except RunNotFoundError:
             done = False
-        recording = None
-        if not (done and await load_demonstrations(store, run_id)):  # none, cut short, or none solved
-            tokenizer = await asyncio.to_thread(load_tokenizer, cfg.run.policy.model)
-            recording = await record_demonstrations(cfg.run, store, tokenizer, cfg.warmstart.episodes_per_instance,
-                                                    cfg.warmstart.max_instances_per_task)
-            console.print(f"recorded demonstrations {recording.by_status} ({recording.n_solved} solved) "
-                          f"as run {recording.run_id}", markup=False, highlight=False)
+        return done and bool(await load_demonstrations(store, run_id))
+
+
+async def _demonstrations(cfg: TrainConfig, console: Console) -> tuple[DemoRecording | None, list[Trajectory]]:
+    run_id = cfg.run.run_id
+    recording = None
+    if not await _recorded(cfg):  # none, cut short, or none solved
+        tokenizer = await asyncio.to_thread(load_tokenizer, cfg.run.policy.model)
+        recording = await record_demonstrations(cfg.run, tokenizer, cfg.warmstart.episodes_per_instance,
+                                                cfg.warmstart.max_instances_per_task, console)
+        console.print(f"recorded demonstrations {recording.by_status} ({recording.n_solved} solved) "
+                      f"as run {recording.run_id}", markup=False, highlight=False)
+    async with await TrajectoryStore.open(cfg.run.store) as store:
         demos = await load_demonstrations(store, run_id)
     if not demos:
         raise TrainError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ def json_safe(value: Any) -> Any:
     """``value`` made JSON-serialisable: numpy scalars and arrays become Python ones, unknown
     objects their ``str``, non-finite floats ``None`` (PostgreSQL's JSON rejects NaN), strings
     :func:`clean_text`-ed."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or an info's Volatile (gymfleet.envs.info)
         return {clean_text(str(k)): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [json_safe(v) for v in value]
@@ -119,11 +120,11 @@ def row_to_json(row: Any) -> dict[str, Any]:
         "n_generated_tokens": row.n_generated_tokens,
         "policy_version_min": row.policy_version_min,
         "policy_version_max": row.policy_version_max,
-        "messages": list(row.messages),
+        "messages": json_safe(list(row.messages)),  # clean even in a store written before the rollout cleaned it
         "reward": row.reward,
-        "metrics": json.dumps(row.metrics, sort_keys=True),
+        "metrics": json.dumps(json_safe(row.metrics), sort_keys=True),
         "status": RolloutStatus(row.status).value,
-        "reason": row.reason,
+        "reason": clean_text(row.reason),
         "timings": json.dumps(row.timings, sort_keys=True),
         "created_at": row.created_at.isoformat(),
     }

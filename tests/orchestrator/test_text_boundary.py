@@ -52,3 +52,27 @@ async def test_a_run_with_lone_surrogates_exports_to_jsonl_and_parquet(tmp_path:
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert all("\ufffd" in r["messages"][1]["content"] for r in rows)
     assert pq.read_table(tmp_path / "out.parquet").num_rows == 4
+
+
+async def test_a_store_written_before_the_cleaning_still_exports(tmp_path: Path) -> None:
+    from gymfleet.core.records import Trajectory
+    from gymfleet.orchestrator.store import GroupSpec
+
+    async with await TrajectoryStore.open(str(tmp_path / "old.db")) as store:
+        await store.start_run("old", {})
+        group = GroupSpec("old/echo/p0/a", "old", "echo", "e", "a", 1)
+        store.create_group(group)
+        (sample_id,) = group.sample_ids()
+        traj = Trajectory("old/echo/p0/a/0/a1", "old", group.group_id, "e", "a",
+                          messages=[Message("user", "page \ud800")])
+        store.start_sample(sample_id, traj.rollout_id)
+        async with store.engine.begin() as conn:  # as an older writer stored it, uncleaned
+            from gymfleet.orchestrator.store.schema import TrajectoryRow
+            from gymfleet.orchestrator.store.codec import to_values
+
+            values = {**to_values(traj, sample_id=sample_id, task="echo"),  # JSON escapes a lone surrogate
+                      "messages": [{"role": "user", "content": "page \ud800"}], "metrics": {"t": "x\udfff"}}
+            await conn.execute(TrajectoryRow.__table__.insert().values(**values))
+        assert await store.export("old", tmp_path / "old.jsonl", "jsonl") == 1
+        assert await store.export("old", tmp_path / "old.parquet", "parquet") == 1
+    assert "page \ufffd" in (tmp_path / "old.jsonl").read_text(encoding="utf-8")

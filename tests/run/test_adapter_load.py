@@ -22,7 +22,7 @@ async def test_a_run_whose_adapter_loads_time_out_goes_on_and_writes_its_report(
         tmp_path, "stuck", policy={"kind": "import", "factory": "tests.orchestrator.fakes:hanging_adapter_gateway"},
         adapter_load={"attempts": 2, "retry_wait_s": 0.05, "timeout_s": 10})
     outcome = await train(load_train_config(path), live=False)
-    report = outcome.report
+    report = outcome.report.to_dict()
     assert outcome.learner_exitcode == 0 and report["run_status"] == "completed (budget)"
     assert report["last_step"] == 2 and (tmp_path / "report" / "report.json").is_file()
     assert report["adapter_loads"] == [] and report["served_version"] == 0

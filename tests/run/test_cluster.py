@@ -189,7 +189,7 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
 
 def test_replica_actors_serve_the_runs_embedded_engine_and_refuse_other_kinds() -> None:
     from gymfleet.orchestrator.config import RunConfig
-    from gymfleet.run.cluster import replica_engine, shard_policy_engines
+    from gymfleet.run.ray_roles import replica_engine, shard_policy_engines
     from gymfleet.run.config import ClusterConfig
 
     tasks = [{"env_id": "gymfleet/Terminal-v0"}]

@@ -26,7 +26,7 @@ async def test_sync_mode_starts_the_groups_the_refill_asks_for(tmp_path: Path) -
                 "sampling": {"temperature": 1.0, "max_new_tokens": 6}}])
     cfg = load_train_config(path, ["learner.dynamic_sampling.enabled=true", "learner.dynamic_sampling.max_wait_s=20"])
     outcome = await train(cfg, live=False)
-    report = outcome.report
+    report = outcome.report.to_dict()
     assert outcome.learner_exitcode == 0 and report["last_step"] == 3
     assert [s["n_groups"] for s in report["steps"]] == [2, 2, 2] and report["steps_short"] == 0
     # Coin-v0 draws are seeded: some group of these runs has two equal rewards, so the refill ran

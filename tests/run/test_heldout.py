@@ -17,9 +17,9 @@ from gymfleet.cli import app
 from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.envfactory import resolve_instances
 from gymfleet.run.config import load_train_config
-from gymfleet.run.heldout import (Gain, HeldOutEvaluation, PassRate, PolicySource, binomial_se, evaluate_heldout,
-                                  run_policies)
-from gymfleet.run.report import GenerationTimeline, build_report, write_report
+from gymfleet.run.heldout import HeldOutEvaluation, PolicySource, evaluate_heldout, run_policies
+from gymfleet.run.records import Gain, GenerationTimeline, PassRate, binomial_se
+from gymfleet.run.report import build_report, write_report
 from gymfleet.run.verdict import no_learning_reason, require_learning_failure
 from gymfleet.trainer import AdapterBucket
 from tests.e2e.train_helpers import tiny_train_config
@@ -48,8 +48,8 @@ def _evaluation() -> HeldOutEvaluation:
 
 
 def test_report_section_and_plot_from_fake_results(tmp_path: Path) -> None:
-    report = build_report(tmp_path, "async", GenerationTimeline(started_at=time.time()), "r")
-    report["evaluation"] = _evaluation().as_dict()
+    report = build_report(tmp_path, "async", GenerationTimeline(started_at=time.time()), "r",
+                          evaluation=_evaluation().as_dict())
     path = write_report(tmp_path, report)
     section = json.loads(path.read_text())["evaluation"]
     final = section["by_family"]["echo"]["final"]

@@ -11,7 +11,8 @@ import yaml
 
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.config import load_train_config
-from gymfleet.run.report import GenerationTimeline, build_report
+from gymfleet.run.records import GenerationTimeline
+from gymfleet.run.report import build_report
 from gymfleet.run.threads import ThreadPlan, split_threads, usable_cpus
 
 TASK = {"name": "a", "env_id": "gymfleet/Terminal-v0"}
@@ -52,4 +53,4 @@ def test_the_report_holds_the_learner_processes_torch_threads(tmp_path: Path) ->
     t0 = time.time()
     (tmp_path / "learner.jsonl").write_text(json.dumps({"event": "start", "t": t0 + 1, "torch_threads": 3}) + "\n")
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=2.0), "r")
-    assert report["learner_torch_threads"] == 3
+    assert report.torch_threads["learner"] == 3

@@ -14,7 +14,8 @@ import yaml
 from gymfleet.orchestrator.errors import ConfigError
 from gymfleet.run.compose import runnable_tasks
 from gymfleet.run.config import load_train_config
-from gymfleet.run.report import AdapterLoad, GenerationTimeline, build_report, write_report
+from gymfleet.run.records import AdapterLoad, GenerationTimeline
+from gymfleet.run.report import build_report, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,8 +87,8 @@ def test_report_json_and_pngs(tmp_path: Path) -> None:
     timeline = GenerationTimeline(started_at=t0 - 1, wall_s=40.0, generation_idle_s=4.0,
                                   loads=[AdapterLoad(t0 + 11, 1, 0.5)], left_out={"swe": "no Docker"})
     report = build_report(tmp_path, "async", timeline, "r")
-    assert report["n_steps"] == 3 and report["staleness_histogram"] == {"0": 3, "1": 6}
-    assert report["learner_idle_fraction"] == pytest.approx(6 / 40) and report["tokens_masked"] == pytest.approx(3.0)
+    assert report.n_steps == 3 and report.staleness_histogram == {"0": 3, "1": 6}
+    assert report.learner_idle_fraction == pytest.approx(6 / 40) and report.tokens_masked == pytest.approx(3.0)
     path = write_report(tmp_path, report)
     assert json.loads(path.read_text())["tasks_left_out"] == {"swe": "no Docker"}
     for png in ("reward.png", "learner.png", "staleness.png", "idle.png"):
@@ -104,5 +105,5 @@ def test_report_counts_zero_variance_groups_per_step_and_in_total(tmp_path: Path
              base | {"t": t0 + 3, "step": 3}]  # a line written before these fields existed
     (tmp_path / "learner.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n")
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=5.0), "r")
-    assert report["zero_variance_groups"] == 8 and report["refill_extra_claims"] == 6 and report["steps_short"] == 1
-    assert [s["n_zero_variance_groups"] for s in report["steps"]] == [3, 5, 0]
+    assert report.zero_variance_groups == 8 and report.refill_extra_claims == 6 and report.steps_short == 1
+    assert [s["n_zero_variance_groups"] for s in report.steps] == [3, 5, 0]

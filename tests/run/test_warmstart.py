@@ -30,9 +30,8 @@ WARMSTART = {"epochs": 3, "batch_size": 2, "learning_rate": 3e-3}
 @pytest.mark.model
 async def test_demonstrations_never_enter_the_runs_groups(tmp_path: Path, smollm_tokenizer: Any) -> None:
     cfg = load_train_config(tiny_train_config(tmp_path, RUN_ID), ["tasks.0.passes=1"])
-    async with await TrajectoryStore.open(cfg.run.store) as store:
-        recording = await record_demonstrations(cfg.run, store, smollm_tokenizer, episodes_per_instance=2,
-                                                max_instances_per_task=3)
+    recording = await record_demonstrations(cfg.run, smollm_tokenizer, episodes_per_instance=2,
+                                            max_instances_per_task=3)
     assert (recording.run_id, recording.by_status, recording.n_solved) == ("ws.demos", {"ok": 6}, 6)
     # The run's own collection (a scripted policy) into the same store: 8 groups of 2.
     echo = cfg.run.model_copy(update={"policy": cfg.run.policy.model_copy(
@@ -42,10 +41,12 @@ async def test_demonstrations_never_enter_the_runs_groups(tmp_path: Path, smollm
         demos = await load_demonstrations(store, RUN_ID)
         assert len(demos) == 6 and all(d.metrics["demonstration"] and d.run_id == "ws.demos" for d in demos)
         assert {d.instance_id for d in demos} == {"w000", "w001", "w002"}
-        claim = await store.claim_groups(100, "learner", run_id=None)  # every run's groups
+        claim = await store.claim_groups(100, "learner", run_id=RUN_ID)  # what the run's learner claims
         claimed = [t for g in claim.groups for t in g.trajectories]
         assert len(claim.groups) == 8 and len(claimed) == 16
         assert not any(t.metrics.get("demonstration") or t.run_id == demo_run_id(RUN_ID) for t in claimed)
+        demo_groups = await store.claim_groups(100, "other", run_id=demo_run_id(RUN_ID))  # their own run's groups of 1
+        assert len(demo_groups.groups) == 6 and all(len(g.trajectories) == 1 for g in demo_groups.groups)
 
 
 @pytest.mark.model

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import copy
 import os
 import signal
@@ -93,8 +94,16 @@ class VLLMPool:
         api_server = supervisor.children()[0]
         os.killpg(api_server.pid, signal.SIGKILL)
 
+    def freeze(self, name: str, frozen: bool = True) -> None:
+        """Freezes (SIGSTOP) or thaws (SIGCONT) a server's whole process group, as a starved
+        machine or a debugger would: alive, but not answering."""
+        api_server = psutil.Process(self.running[name].pid).children()[0]
+        os.killpg(api_server.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def close(self) -> None:
         for name in list(self.running):
+            with contextlib.suppress(IndexError, OSError, psutil.Error):
+                self.freeze(name, frozen=False)  # a stopped process would not act on its SIGTERM
             self.release(name)
 
 

@@ -1,0 +1,200 @@
+"""Harbor / Terminal-Bench task corpus sweep: per task build, no-op (0 expected), oracle (1 expected).
+
+    python benchmarks/harbor_sweep.py [PATH] [--dry-run] [--limit N] [--max-workers N] [--out FILE]
+
+PATH is a task folder, a folder of task folders, or a glob (docs/harbor.md). Each task is built
+(``gymfleet-harbor/<task>:<hash>``, cached), played once with ``submit`` alone (no-op) and, when
+it has a solution, once with its ``solve.sh`` (the oracle), on Docker. ``--dry-run`` only loads
+and translates. Rows are appended to ``--out`` as they finish; a second run skips the tasks
+already there (resumable). Prints one JSON object: counts by outcome, counts by reason, build
+time p50 and the per-task table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gymfleet.envs.errors import GymfleetEnvError, TaskError
+from gymfleet.envs.harbor.build import HarborImageBuilder
+from gymfleet.envs.harbor.dockerfile import UnbuildableError, logical_lines
+from gymfleet.envs.harbor.env import EXAMPLES_DIR, HarborEnv
+from gymfleet.envs.harbor.task import HarborTask, load_task, task_folders
+
+ALLOWED_HOSTS = ("deb.debian.org", "security.debian.org", "archive.ubuntu.com", "pypi.org",
+                 "files.pythonhosted.org", "registry.npmjs.org", "astral.sh")
+"""Hosts a RUN line may fetch from for the task to count as needing only Debian, PyPI and npm."""
+_URL = re.compile(r"https?://([\w.-]+)")
+
+
+def needs(task: HarborTask) -> str:
+    """``debian/pypi/npm`` when the Dockerfile fetches from nothing else, else what else it names."""
+    if not task.dockerfile.is_file():
+        return "no Dockerfile"
+    others: set[str] = set()
+    for line in logical_lines(task.dockerfile.read_text(errors="replace")):
+        if not line.upper().startswith(("RUN", "ADD")):
+            continue
+        others |= {h for h in _URL.findall(line) if not h.endswith(ALLOWED_HOSTS)}
+        if "git clone" in line:
+            others.add("git clone")
+    return "debian/pypi/npm" if not others else "other: " + ", ".join(sorted(others)[:3])
+
+
+def reason_key(reason: str) -> str:
+    """A reason reduced to its kind, for counting (the full text stays in the row)."""
+    if m := re.match(r"FROM (\S+?)(?::\S*)? cannot be pulled", reason):
+        return f"no substitute for FROM {m.group(1)}"
+    if m := re.search(r"returned a non-zero code: (\d+)", reason):
+        return f"a RUN step failed (exit {m.group(1)})"
+    if "COPY failed" in reason or "failed to compute cache key" in reason:
+        return "COPY of a missing file"
+    return re.sub(r"[\d.]+ s\b", "N s", reason.split(":")[0])[:80]
+
+
+async def _episode(task: HarborTask, actions: list[str]) -> dict[str, Any]:
+    env = HarborEnv(sandbox="docker", path=str(task.path), task_ids=[task.name])
+    try:
+        await env.reset_async(options={"instance_id": task.name})
+        for action in actions:
+            _, reward, terminated, truncated, info = await env.step_async(action)
+            if terminated or truncated:
+                return {"reward": reward, "error": info.get("grading_error")}
+        return {"reward": None, "error": "the episode did not end"}
+    except GymfleetEnvError as exc:
+        return {"reward": None, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+    finally:
+        await env.close_async()
+
+
+async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool) -> dict[str, Any]:
+    """One task's row."""
+    row: dict[str, Any] = {"task": folder.name, "path": str(folder)}
+    try:
+        task = load_task(folder)
+    except TaskError as exc:
+        return {**row, "outcome": "invalid", "reason": str(exc).splitlines()[0]}
+    row.update(layout=task.layout, needs=needs(task), has_solution=task.solution_script is not None)
+    try:
+        plan = builder.plan(task)
+        row["base_substitution"] = plan.translation.substitutions
+        if dry_run:
+            return {**row, "outcome": "translated"}
+        image = await asyncio.to_thread(builder.ensure, task)
+    except UnbuildableError as exc:
+        return {**row, "outcome": "unbuildable", "reason": f"unbuildable: {exc}"}
+    row["build"] = {"tag": image.tag, "built": image.built, "duration_s": round(image.duration_s, 3)}
+    row["nop"] = await _episode(task, ["submit"])
+    if task.solution_script is not None:
+        env = HarborEnv(sandbox="docker", path=str(task.path), task_ids=[task.name])
+        row["oracle"] = await _episode(task, env.gold_actions(task))
+    row["outcome"] = _outcome(row)
+    return row
+
+
+def _outcome(row: dict[str, Any]) -> str:
+    nop, oracle = row["nop"], row.get("oracle")
+    if nop["error"]:
+        return "verifier error (nop)"
+    if nop["reward"] != 0.0:
+        return "nop scored > 0"
+    if oracle is None:
+        return "ok (no solution)"
+    if oracle["error"]:
+        return "verifier error (oracle)"
+    return "ok" if oracle["reward"] == 1.0 else "oracle scored < 1"
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts by outcome and reason, the headline fractions, build times."""
+    built = [r for r in rows if "build" in r]
+    eligible = [r for r in rows if r.get("needs") == "debian/pypi/npm" and r["outcome"] != "invalid"]
+    ran = [r for r in built if not r["nop"]["error"]]
+    oracle = [r for r in built if "oracle" in r]
+    fresh = [r["build"]["duration_s"] for r in built if r["build"]["built"]]
+    cached = [r["build"]["duration_s"] for r in built if not r["build"]["built"]]
+    reasons = collections.Counter(reason_key(r["reason"].removeprefix("unbuildable: ")) for r in rows if "reason" in r)
+    for r in built:
+        for phase in ("nop", "oracle"):
+            if r.get(phase, {}).get("error"):
+                reasons[f"{phase}: {reason_key(r[phase]['error'])}"] += 1
+    return {
+        "tasks": len(rows),
+        "by_outcome": dict(collections.Counter(r["outcome"] for r in rows).most_common()),
+        "by_reason": dict(reasons.most_common()),
+        "needing_only_debian_pypi_npm": len(eligible),
+        "built_of_those": sum("build" in r for r in eligible),
+        "built": len(built),
+        "verifier_ran_to_a_reward": len(ran),
+        "nop_scored_0": sum(r["nop"]["reward"] == 0.0 and not r["nop"]["error"] for r in built),
+        "with_oracle": len(oracle),
+        "oracle_scored_1": sum(r["oracle"]["reward"] == 1.0 for r in oracle),
+        "base_substitutions": dict(collections.Counter(s.split(" (")[0] for r in rows for s in r.get("base_substitution", [])).most_common(10)),
+        "build_s_p50": round(statistics.median(fresh), 3) if fresh else None,
+        "cached_build_s_p50": round(statistics.median(cached), 3) if cached else None,
+    }
+
+
+def _load(out: Path | None) -> dict[str, dict[str, Any]]:
+    if out is None or not out.is_file():
+        return {}
+    return {row["path"]: row for row in json.loads(out.read_text()).get("rows", [])}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    folders = task_folders(args.path)[: args.limit] if args.limit else task_folders(args.path)
+    done = _load(args.out)
+    builder = HarborImageBuilder()
+    gate = asyncio.Semaphore(args.max_workers)
+    started = time.monotonic()
+
+    async def one(folder: Path) -> None:
+        async with gate:
+            done[str(folder)] = await sweep_task(folder, builder, args.dry_run)
+            if args.out is not None:
+                _write(args.out, list(done.values()))
+            print(f"{folder.name}: {done[str(folder)]['outcome']}", file=sys.stderr, flush=True)
+
+    await asyncio.gather(*(one(f) for f in folders if str(f) not in done))
+    rows = [done[str(f)] for f in folders if str(f) in done]
+    return {"path": str(args.path), "dry_run": args.dry_run, "duration_s": round(time.monotonic() - started, 1),
+            "summary": summarise(rows), "rows": rows}
+
+
+def _write(out: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"rows": rows}, indent=1))
+    tmp.replace(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", default=str(EXAMPLES_DIR),
+                        help="task folder, folder of task folders, or glob (default: the family's two examples)")
+    parser.add_argument("--dry-run", action="store_true", help="load and translate only; build nothing")
+    parser.add_argument("--limit", type=int, default=0, help="the first N tasks only (0: all)")
+    parser.add_argument("--max-workers", type=int, default=2, help="tasks at once")
+    parser.add_argument("--out", type=Path, default=None, help="rows file: written as tasks finish, read to resume")
+    args = parser.parse_args(argv)
+    if args.max_workers < 1 or args.limit < 0:
+        print("harbor_sweep: --max-workers must be >= 1 and --limit >= 0", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(main_async(args))
+    except TaskError as exc:
+        print(f"harbor_sweep: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""A task's Dockerfile made buildable offline: unpullable FROMs substituted, verifier fetches staged.
+
+Nothing can be pulled from a registry here, so each ``FROM`` naming a public image is replaced by
+one of the debootstrap-built Debian bases under ``images/`` (``base`` = bookworm,
+``base-bullseye``, ``base-trixie``) plus a few ``RUN`` lines that give it what the original image
+had (Python and pip for ``python:*``, tmux for the Terminal-Bench bases, compilers for
+``buildpack-deps``). The release is the one nearest the original: by its Debian/Ubuntu lineage,
+or for ``python:3.X`` the release whose ``python3`` is nearest 3.X (bullseye 3.9, bookworm 3.11,
+trixie 3.13). Every substitution is recorded (:attr:`Translation.substitutions`).
+
+The verifier runs without network, so what its script would fetch (:class:`VerifierStaging`)
+is fetched at build time, when ``RUN`` reaches Debian and PyPI: its ``apt-get install``
+packages are installed, uv's install script is replaced by uv's own wheel from PyPI, and its
+``pip install`` / ``uv add`` / ``uvx -w`` lines are replayed in a scratch folder so that the
+packages are installed or in uv's cache (``UV_OFFLINE=1`` at grading reads them from there).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from gymfleet.envs.errors import ImageBuildError
+
+
+class UnbuildableError(ImageBuildError):
+    """The task's image cannot be built here; ``str()`` is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """A substitute for a public image: a gymfleet base image and what to add to it."""
+
+    image: str
+    """Folder under ``images/`` (``base``, ``base-bullseye``, ``base-trixie``)."""
+    packages: tuple[str, ...] = ()
+    """Debian packages installed on top."""
+    python: bool = False
+    """Make ``python``/``pip`` the Debian ``python3``/``pip3`` (and let pip install system-wide)."""
+
+
+SUITES = {"bullseye": "base-bullseye", "bookworm": "base", "trixie": "base-trixie"}
+"""Debian release -> the gymfleet base image debootstrapped from it."""
+PYTHONS = {(3, 9): "bullseye", (3, 11): "bookworm", (3, 13): "trixie"}
+"""The ``python3`` each release ships."""
+UBUNTU = {"18.04": "bullseye", "20.04": "bullseye", "focal": "bullseye", "22.04": "bookworm",
+          "jammy": "bookworm", "24.04": "trixie", "noble": "trixie", "latest": "trixie",
+          "24-04": "trixie", "22-04": "bookworm", "20-04": "bullseye"}
+"""Ubuntu release -> the Debian release nearest it (by glibc and Python)."""
+DEBIAN = {"11": "bullseye", "12": "bookworm", "13": "trixie", "stable": "trixie", "latest": "trixie",
+          "bullseye": "bullseye", "bookworm": "bookworm", "trixie": "trixie"}
+TBENCH = ("tmux",)
+"""What the Terminal-Bench base images add (asciinema is left out: nothing records here)."""
+BUILDPACK = ("curl", "wget", "git", "build-essential", "procps", "unzip", "xz-utils")
+
+
+def nearest_python_suite(version: str) -> str:
+    """The Debian release whose ``python3`` is nearest ``version`` (``3.12`` -> trixie; ties go
+    to the newer release)."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if not match:
+        return "bookworm"
+    wanted = (int(match.group(1)), int(match.group(2)))
+    return min(PYTHONS.items(), key=lambda kv: (abs(kv[0][1] - wanted[1]) + 100 * abs(kv[0][0] - wanted[0]), -kv[0][1]))[1]
+
+
+def substitute(image: str) -> Base | None:
+    """The base that stands in for the public ``image``, or None when there is none."""
+    ref = image.lower()
+    repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    name = repo.split("/")[-1]
+    if repo.startswith("ghcr.io/laude-institute/t-bench/"):
+        if name.startswith("python-"):
+            suite = nearest_python_suite(name.removeprefix("python-").replace("-", "."))
+            return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *TBENCH), python=True)
+        version = re.sub(r"^ubuntu-", "", name)
+        suite = UBUNTU.get(version) or DEBIAN.get(re.sub(r"^debian-", "", name))
+        return Base(SUITES[suite], TBENCH) if suite else None
+    if repo in ("python", "library/python", "docker.io/library/python"):
+        suite = next((s for s in SUITES if s in tag), None) or nearest_python_suite(tag)
+        extra = () if "slim" in tag else ("python3-dev", *BUILDPACK)
+        return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *extra), python=True)
+    if repo in ("ubuntu", "library/ubuntu", "docker.io/library/ubuntu"):
+        suite = UBUNTU.get(tag) or UBUNTU.get(tag.split(".")[0] + ".04")
+        return Base(SUITES[suite]) if suite else None
+    if repo in ("debian", "library/debian", "docker.io/library/debian"):
+        suite = next((s for key, s in DEBIAN.items() if tag.startswith(key)), None)
+        return Base(SUITES[suite]) if suite else None
+    if repo in ("buildpack-deps", "library/buildpack-deps"):
+        suite = UBUNTU.get(tag.split("-")[0]) or DEBIAN.get(tag.split("-")[0]) or "bookworm"
+        return Base(SUITES[suite], BUILDPACK)
+    if repo in ("node", "library/node"):
+        suite = next((s for s in SUITES if s in tag), "bookworm")
+        return Base(SUITES[suite], ("nodejs", "npm", *BUILDPACK))
+    return None
+
+
+@dataclass
+class Translation:
+    """The rewritten Dockerfile and what was done to it.
+
+    Attributes:
+        dockerfile: the text to build.
+        bases: gymfleet base images it builds FROM (to ensure first).
+        substitutions: ``"<original> -> <gymfleet base> (+packages)"`` per substituted FROM.
+        final_user: the last ``USER`` of the final stage, or None.
+    """
+
+    dockerfile: str
+    bases: list[str] = field(default_factory=list)
+    substitutions: list[str] = field(default_factory=list)
+    final_user: str | None = None
+
+
+def logical_lines(text: str) -> list[str]:
+    """Dockerfile instructions, one string each: comments dropped, ``\\`` continuations joined.
+    (Heredoc bodies and a non-default ``# escape=`` directive are not understood.)"""
+    lines: list[str] = []
+    current = ""
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if current and stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):  # docker drops the backslash and the newline, nothing else
+            current += raw.rstrip()[:-1]
+            continue
+        lines.append((current + raw).strip())
+        current = ""
+    if current.strip():
+        lines.append(current.strip())
+    return lines
+
+
+def translate(text: str, base_tags: dict[str, str], host_ca: bool = True) -> Translation:
+    """Rewrites the FROM lines of ``text`` to gymfleet bases (see :func:`substitute`).
+
+    Args:
+        text: the task's Dockerfile.
+        base_tags: gymfleet base image name -> the exact tag to build FROM; a name missing here is
+            written as ``gymfleet/<name>:latest``.
+        host_ca: install the host's CA bundle (``gymfleet-host-ca.crt`` in the context) into
+            substituted bases, for pip and curl behind a TLS-inspecting proxy.
+
+    Raises:
+        UnbuildableError: a FROM has no substitute, or the Dockerfile has no FROM.
+    """
+    out: list[str] = []
+    result = Translation("")
+    stages: set[str] = set()
+    args: dict[str, str] = {}
+    seen_from = False
+    for line in logical_lines(text):
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "ARG" and not seen_from:
+            name, _, default = rest.strip().partition("=")
+            args[name.strip()] = default.strip().strip('"')
+        if keyword != "FROM":
+            if keyword == "USER":
+                result.final_user = rest.strip()
+            out.append(line)
+            continue
+        seen_from = True
+        result.final_user = None
+        out += _from_lines(rest, args, stages, base_tags, host_ca, result)
+    if not seen_from:
+        raise UnbuildableError("the Dockerfile has no FROM")
+    result.dockerfile = "\n".join(out) + "\n"
+    return result
+
+
+def _from_lines(rest: str, args: dict[str, str], stages: set[str], base_tags: dict[str, str],
+                host_ca: bool, result: Translation) -> list[str]:
+    words = [w for w in rest.split() if not w.startswith("--platform")]
+    image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), words[0]) if words else ""
+    alias = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
+    suffix = f" AS {alias}" if alias else ""
+    if alias:
+        stages.add(alias.lower())
+    if image.lower() in stages or image == "scratch":
+        return [f"FROM {image}{suffix}"]
+    if image.startswith("gymfleet/"):
+        return [f"FROM {image}{suffix}"]
+    base = substitute(image)
+    if base is None:
+        raise UnbuildableError(f"FROM {image} cannot be pulled here and has no Debian substitute")
+    tag = base_tags.get(base.image, f"gymfleet/{base.image}:latest")
+    result.bases.append(base.image)
+    result.substitutions.append(f"{image} -> gymfleet/{base.image}" + (f" (+{' '.join(base.packages)})" if base.packages else ""))
+    return [f"FROM {tag}{suffix}", *prelude(base, host_ca)]
+
+
+def prelude(base: Base, host_ca: bool) -> list[str]:
+    """The instructions that make a gymfleet base look like the image it stands in for."""
+    lines = ["ENV DEBIAN_FRONTEND=noninteractive"]
+    if host_ca:
+        lines.append("COPY gymfleet-host-ca.crt /usr/local/share/ca-certificates/gymfleet-host-ca.crt")
+    packages = " ".join(("ca-certificates", *base.packages))
+    lines.append(f"RUN apt-get update && apt-get install -y --no-install-recommends {packages} "
+                 "&& update-ca-certificates && rm -rf /var/lib/apt/lists/*")
+    if base.python:
+        lines.append("RUN ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip")
+        lines.append("ENV PIP_BREAK_SYSTEM_PACKAGES=1")
+    lines.append("ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
+    return lines
+
+
+# ---- the verifier's fetches ----------------------------------------------------------------
+
+_UV_SCRIPT = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
+_APT = re.compile(r"\bapt(?:-get)?\s+install\s+([^;&|]+)")
+_REPLAY = re.compile(r"^\s*(?:pip3?|python3?\s+-m\s+pip|uv\s+pip|uv)\s+(?:install|add|init|venv|sync)\b")
+
+
+@dataclass
+class VerifierStaging:
+    """What a verifier script fetches, to be fetched at build time.
+
+    Attributes:
+        apt_packages: packages its ``apt-get install`` lines name.
+        uv_version: the uv its install script would fetch (``latest`` when unpinned), or None.
+        replay: its ``pip``/``uv``/``uvx`` lines, rewritten to run at build time.
+    """
+
+    apt_packages: list[str] = field(default_factory=list)
+    uv_version: str | None = None
+    replay: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """True when the verifier fetches nothing this module knows of."""
+        return not (self.apt_packages or self.uv_version or self.replay)
+
+
+def verifier_staging(script: str) -> VerifierStaging:
+    """Finds what ``script`` (``tests/test.sh`` or ``run-tests.sh``) fetches at grading time."""
+    staging = VerifierStaging()
+    for line in script.splitlines():
+        line = line.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if (match := _UV_SCRIPT.search(line)) is not None:
+            staging.uv_version = match.group(1) or "latest"
+        for apt in _APT.finditer(line):
+            staging.apt_packages += [w for w in apt.group(1).split() if not w.startswith("-")]
+        if (uvx := _uvx_warmup(line)) is not None:
+            staging.replay.append(uvx)
+            if re.search(r"(?:-p|--python)[ =]3\.\d+", line):  # uv finds the release's python3; none is downloaded
+                staging.apt_packages.append("python3")
+        elif _REPLAY.match(line) and "-r " not in line and "/tests" not in line and "$" not in line:
+            staging.replay.append(line)
+    staging.apt_packages = list(dict.fromkeys(staging.apt_packages))
+    return staging
+
+
+def _uvx_warmup(line: str) -> str | None:
+    """``uvx [opts] tool args`` -> ``uvx [opts] tool --version`` (fills uv's cache, runs nothing)."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    if not words or words[0] not in ("uvx", "uv") or (words[0] == "uv" and words[1:2] != ["tool"]):
+        return None
+    start = 1 if words[0] == "uvx" else 3 if words[2:3] == ["run"] else None
+    if start is None:
+        return None
+    with_value = {"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--index-url"}
+    i = start
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if words[i] in with_value else 1
+    if i >= len(words) or any("$" in w or w.startswith("/tests") for w in words[start:i + 1]):
+        return None
+    return shlex.join([*words[:i + 1], "--version"])
+
+
+def staging_lines(staging: VerifierStaging, final_user: str | None) -> list[str]:
+    """Dockerfile instructions appended to the final stage to stage ``staging``."""
+    if staging.empty:
+        return []
+    lines = ["USER root"] if final_user else []
+    if staging.apt_packages:
+        lines.append("RUN apt-get update && apt-get install -y --no-install-recommends "
+                     f"{' '.join(shlex.quote(p) for p in staging.apt_packages)} && rm -rf /var/lib/apt/lists/* || true")
+    if staging.uv_version:
+        lines.append("COPY gymfleet-stage/uv gymfleet-stage/uvx gymfleet-stage/env /root/.local/bin/")
+    if staging.replay:
+        body = "; ".join(staging.replay)
+        lines.append(f'RUN export PATH="/root/.local/bin:$PATH" UV_PYTHON_DOWNLOADS=never; d=$(mktemp -d); cd "$d"; {{ {body}; }} || true; cd /; rm -rf "$d"')
+    if final_user:
+        lines.append(f"USER {final_user}")
+    return lines
+
+
+VERIFIER_OFFLINE_ENV = {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_RETRIES": "0",
+                        "PIP_DEFAULT_TIMEOUT": "5"}
+"""Environment of every verifier: uv reads its cache only, pip gives up fast."""

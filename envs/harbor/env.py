@@ -1,0 +1,182 @@
+"""HarborEnv: Harbor (Terminal-Bench 2.x) and Terminal-Bench 1 task folders, built and graded offline."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import shlex
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from gymfleet.envs.actions import bash_block
+from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
+from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
+from gymfleet.envs.terminal import prompts
+from gymfleet.envs.terminal.actions import FORMAT_HELP
+from gymfleet.envs.terminal.shell import PersistentShell
+from gymfleet.envs.harbor.build import HarborImageBuilder, TaskImage
+from gymfleet.envs.harbor.grader import run_verifier
+from gymfleet.envs.harbor.task import HarborTask, load_tasks
+
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
+"""Two tiny tasks written here (one per layout): the family's default, for `gymfleet envs check`."""
+SOLUTION_DIR = "/solution"
+NO_INTERNET_NOTE = "the task allows internet; gymfleet sandboxes run without network"
+
+
+class HarborEnvConfig(SandboxEnvConfig):
+    """Arguments of :class:`HarborEnv` (strings from ``--env-arg`` are coerced)."""
+
+    path: str = str(EXAMPLES_DIR)
+    """A task folder, a folder of task folders, or a glob of either (Harbor or TB1 layout);
+    the two examples shipped with the family by default."""
+    task_ids: list[str] | None = None
+    """Only these tasks (a list, or one comma-separated string); all by default."""
+    max_agent_turns: int = Field(default=50, ge=1)
+    """Agent turns before the episode is truncated (the verifier still grades)."""
+    command_timeout_s: float = Field(default=600.0, gt=0)
+    """Seconds one agent command may run (also bounded by what is left of the agent timeout)."""
+    max_output_bytes: int = 16 * 1024
+    """Per stream, bytes of a command's output the agent sees (head and tail)."""
+    pids_limit: int = Field(default=1024, ge=16)
+    """Processes alive at once in the sandbox."""
+
+    @field_validator("task_ids", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+
+
+class HarborEnv(SandboxEnv[HarborTask]):
+    """Community task folders (Harbor's ``task.toml`` layout or Terminal-Bench 1's ``task.yaml``).
+
+    ## Description
+    Each instance is a task folder under ``path``; its image is built here from its Dockerfile
+    (public base images substituted by debootstrap-built Debian ones, see
+    :mod:`gymfleet.envs.harbor.dockerfile`), one fresh container per episode. See docs/harbor.md.
+
+    ## Observation
+    Text. First ``instruction.md`` (TB1: ``instruction``) with the limits; after each command
+    its exit code, stdout and stderr (head and tail when long); after a malformed turn, the format.
+
+    ## Action
+    As Terminal-v0: one fenced ```` ```bash ```` block run in a persistent shell (cwd, exports,
+    functions survive), or ``submit`` to finish. ``noop_action`` is ``"submit"``.
+
+    ## Reward
+    0 on every step but the last; on the last, the verifier's reward: ``tests/`` is copied to
+    ``/tests`` only after the agent is done, ``test.sh`` runs under the verifier timeout, and the
+    reward is ``/logs/verifier/reward.txt`` or ``reward.json``'s ``reward`` (other keys in
+    ``info["grading"]["extra"]``); TB1: 1 when every pytest test passed. A missing or unreadable
+    reward, or a verifier timeout, is reward 0 with ``info["grading_error"]`` set.
+
+    ## Episode end
+    Terminated on ``submit``. Truncated after ``max_agent_turns`` turns or when the agent's
+    commands have used the task's agent timeout; graded either way, as Harbor does.
+
+    ## Arguments
+    See :class:`HarborEnvConfig`.
+
+    ## Version history
+    * v0: initial version (Harbor and TB1 layouts, offline builds, staged verifier fetches).
+    """
+
+    config_class = HarborEnvConfig
+    config: HarborEnvConfig
+    requires: ClassVar[frozenset[str]] = frozenset({"sandbox", "docker"})
+    format_help: ClassVar[str] = FORMAT_HELP
+    fresh_sandbox: ClassVar[bool] = True  # the task's files live in the image; a pool reset would wipe them
+
+    def __init__(self, sandbox: str | SandboxBackend = "auto", resources: EnvResources | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(sandbox, resources, **kwargs)
+        cfg = self.config
+        key = ("harbor-tasks", str(cfg.path), tuple(cfg.task_ids or ()))
+        load = lambda: load_tasks(cfg.path, cfg.task_ids)  # noqa: E731
+        self.tasks: dict[str, HarborTask] = resources.shared(key, load) if resources else load()
+        self._builder: HarborImageBuilder = (resources.shared(("harbor-builder",), HarborImageBuilder)
+                                             if resources else HarborImageBuilder())
+        self._images: dict[str, TaskImage] = {}
+
+    @property
+    def system_prompt(self) -> str:
+        return prompts.SYSTEM_PROMPT
+
+    def instances(self) -> dict[str, HarborTask]:
+        return self.tasks
+
+    def gold_actions(self, instance: HarborTask) -> list[str]:
+        """Copies ``solution/`` (TB1: ``solution.sh``) to ``/solution`` and runs it, as Harbor's
+        oracle agent does; then submits.
+
+        Raises:
+            ValueError: the task has no solution.
+        """
+        script = instance.solution_script
+        if script is None:
+            raise ValueError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
+        files = sorted(p for p in script.parent.rglob("*") if p.is_file()) if instance.layout == "harbor" else [script]
+        lines = [f"mkdir -p {SOLUTION_DIR}"]
+        for path in files:
+            target = f"{SOLUTION_DIR}/{path.relative_to(script.parent).as_posix()}"
+            data = base64.b64encode(path.read_bytes()).decode()
+            lines.append(f"mkdir -p {shlex.quote(str(Path(target).parent))} && echo {data} | base64 -d > {shlex.quote(target)}")
+        lines.append(f"bash {SOLUTION_DIR}/{script.name}")
+        return [bash_block("\n".join(lines)), "submit"]
+
+    def max_turns(self, ep: SandboxEpisode[HarborTask]) -> int:
+        return self.config.max_agent_turns
+
+    async def task_image(self, instance: HarborTask) -> TaskImage:
+        """The task's image, built once per env (a content-hash tag when cached).
+
+        Raises:
+            UnbuildableError: the task cannot be built here (one-line reason).
+        """
+        if instance.name not in self._images:
+            self._images[instance.name] = await asyncio.to_thread(self._builder.ensure, instance)
+        return self._images[instance.name]
+
+    async def sandbox_spec(self, instance: HarborTask, backend: str) -> SandboxSpec:
+        image = await self.task_image(instance)
+        return SandboxSpec(image=image.tag, workdir=instance.workdir or image.workdir, network=False,
+                           cpus=instance.cpus, memory_mb=instance.memory_mb, disk_mb=instance.storage_mb,
+                           pids_limit=self.config.pids_limit, max_output_bytes=self.config.max_output_bytes)
+
+    async def prepare(self, ep: SandboxEpisode[HarborTask]) -> tuple[str, dict[str, Any]]:
+        task = ep.instance
+        image = self._images[task.name]
+        ep.state.update(shell=PersistentShell(ep.sandbox, "/tmp/.gymfleet"), agent_time_s=0.0)
+        info: dict[str, Any] = {"layout": task.layout, "image": image.tag, "base_substitution": image.base_substitution,
+                                "max_turns": self.config.max_agent_turns, "network": False}
+        if task.allow_internet:
+            info["allow_internet"] = NO_INTERNET_NOTE
+        observation = (f"Task: {task.name}\n\n{task.instruction.strip()}\n\n"
+                       f"(You have {self.config.max_agent_turns} turns and {task.agent_timeout_s:g} s of command time. "
+                       "There is no network.)")
+        return observation, info
+
+    async def command(self, ep: SandboxEpisode[HarborTask], script: str, info: dict[str, Any]) -> str:
+        budget_s = ep.instance.agent_timeout_s - ep.state["agent_time_s"]
+        result = await ep.state["shell"].run(script, timeout_s=min(self.config.command_timeout_s, budget_s))
+        ep.state["agent_time_s"] += result.duration_s
+        info.update(exit_code=result.exit_code, timed_out=result.timed_out)
+        return prompts.command_observation(result, ep.turn, self.config.max_agent_turns)
+
+    def malformed(self, ep: SandboxEpisode[HarborTask], reason: str) -> str:
+        return prompts.malformed_observation(reason, ep.turn, self.config.max_agent_turns)
+
+    def over_budget(self, ep: SandboxEpisode[HarborTask]) -> str | None:
+        limit_s = ep.instance.agent_timeout_s
+        return f"Agent timeout ({limit_s:g} s) used up." if ep.state["agent_time_s"] >= limit_s else None
+
+    async def grade(self, ep: SandboxEpisode[HarborTask], why: str) -> Graded:
+        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir)
+        outcome = f"grading error: {report.error}" if report.error else f"verifier reward {report.reward:g}"
+        info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state["agent_time_s"], 3)}
+        if report.error:
+            info["grading_error"] = report.error
+        return Graded(report.reward, f"{why} Reward {report.reward:g} ({outcome}).", info)

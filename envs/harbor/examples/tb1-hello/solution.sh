@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'def add(a, b):\n    return a + b\n' > /app/solution.py

@@ -1,0 +1,105 @@
+"""`gymfleet train CONFIG`: the training job (orchestrator + engines + learner), async or sync."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from gymfleet.run.display import PLAIN_INTERVAL_S
+from gymfleet.run.records import Gain, TrainReport, gains_text
+
+console = Console(stderr=True)
+
+
+def train_command(
+    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Training config (YAML).")],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
+    ] = None,
+    progress: Annotated[bool, typer.Option(
+        help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
+             "(CI, nohup, a log file), plain progress lines instead.")] = True,
+    progress_every: Annotated[float, typer.Option(
+        min=0.1, max=30.0, help="Seconds between plain progress lines.")] = PLAIN_INTERVAL_S,
+    cluster: Annotated[str | None, typer.Option(
+        help="Place the roles on a Ray cluster: auto (the cluster this machine joined) or ray://HOST:PORT; "
+             "the config's cluster: section says where each role goes (docs/cluster.md).")] = None,
+    require_learning: Annotated[bool, typer.Option(
+        "--require-learning", help="Exit 3 when no learner step was made, or when the held-out evaluation "
+                                   "(heldout.enabled) finds the final adapter's pass@1 no better than the base's.")] = False,
+) -> None:
+    """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
+    from gymfleet.run.config import load_train_config
+    from gymfleet.run.job import train
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli.errors)
+    if cluster is not None:
+        from gymfleet.run.cluster import train_on_cluster
+
+        report = train_on_cluster(cfg, cluster, console)
+        console.print(f"run {report.run_id} on Ray: {report.run_status}, {report.n_steps} learner steps "
+                      f"(last step {report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
+                      markup=False, highlight=False)
+        _verdict(report, require_learning)
+        print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
+        return
+    outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
+                                progress_every_s=progress_every))
+    r = outcome.report
+    console.print(
+        f"run {r.run_id} ({r.mode}): {r.run_status}, {r.n_steps} learner steps this start (last step {r.last_step}), "
+        f"policy v{r.final_version}, {r.wall_s:.0f} s; learner idle {r.learner_idle_fraction:.0%}, "
+        f"generation idle {r.generation_idle_fraction:.0%}; {r.zero_variance_groups} zero-variance groups"
+        + _not_loaded(r),
+        markup=False, highlight=False,
+    )
+    print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
+    _verdict(r, require_learning)
+    if outcome.learner_exitcode not in (0, None):
+        console.print(Text("the learner process died ", style="red") + Text(
+            f"(exit code {outcome.learner_exitcode}, see learner.log in the report folder); "
+            "run the same command again to resume from the bucket"))
+        raise typer.Exit(3)
+
+
+def _verdict(report: TrainReport, require_learning: bool) -> None:
+    """Prints the held-out lines and why nothing was learned (if so); with ``require_learning``,
+    exits 3 when the run shows no learning (:func:`gymfleet.run.verdict.require_learning_failure`)."""
+    for line in _evaluation_lines(report.evaluation):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if report.no_learning:
+        console.print(report.no_learning, markup=False, highlight=False, soft_wrap=True)
+    if require_learning:
+        from gymfleet.run.verdict import require_learning_failure
+
+        failed = require_learning_failure(report.to_dict())
+        if failed is not None:
+            console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
+            raise typer.Exit(3)
+
+
+def _not_loaded(report: TrainReport) -> str:
+    """The summary's note on adapter versions the engines skipped (empty when none was)."""
+    skipped = [f"v{f['version']}" for f in report.adapter_load_failures]
+    return f"; adapter versions not loaded: {', '.join(skipped)} (engines serve v{report.served_version})" if skipped else ""
+
+
+def _evaluation_lines(evaluation: dict[str, Any] | None) -> list[str]:
+    """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...; final vs warm start +0.250
+    ± 0.234 (1.1 SE)`` per family (the gains: :func:`gymfleet.run.records.gains_text`), from the
+    report's ``evaluation`` section."""
+    if not evaluation:
+        return []
+    head = f"held-out pass@1 (reward >= {evaluation['threshold']:g}) "
+    gains = evaluation.get("gains") or {}
+    return [head + f"{family}: " + ", ".join(f"{name} {s['pass_at_1']:.3f} ± {s['se']:.3f} (n={s['n']})"
+                                            for name, s in by_policy.items())
+            + gains_text({name: Gain(**g) for name, g in gains.get(family, {}).items()})
+            for family, by_policy in evaluation["by_family"].items()]

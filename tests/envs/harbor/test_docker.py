@@ -1,0 +1,103 @@
+"""Harbor-v0 on Docker, on tasks written here: builds from Dockerfiles, gold 1, no-op 0, and each
+way a verifier can go wrong (failing, timing out, fetching offline) or a task cannot be built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gymfleet.envs.check import check_env_async
+from gymfleet.envs.harbor.build import HarborImageBuilder
+from gymfleet.envs.harbor.dockerfile import UnbuildableError
+from gymfleet.envs.harbor.env import EXAMPLES_DIR, HarborEnv
+from gymfleet.envs.harbor.task import load_task
+
+pytestmark = pytest.mark.docker
+TASKS = Path(__file__).resolve().parent / "tasks"
+
+
+async def _play(path: Path, task_id: str, actions: list[str]) -> tuple[dict[str, Any], float, dict[str, Any]]:
+    """Plays ``actions`` (the last must end the episode); returns (reset info, reward, last info)."""
+    env = HarborEnv(sandbox="docker", path=str(path), task_ids=[task_id])
+    try:
+        _, reset_info = await env.reset_async(options={"instance_id": task_id})
+        for action in actions:
+            _, reward, terminated, truncated, info = await env.step_async(action)
+            if terminated or truncated:
+                return reset_info, reward, info
+        raise AssertionError(f"{task_id}: the episode did not end after {actions}")
+    finally:
+        await env.close_async()
+
+
+async def _gold(path: Path, task_id: str) -> tuple[dict[str, Any], float, dict[str, Any]]:
+    env = HarborEnv(sandbox="docker", path=str(path), task_ids=[task_id])
+    return await _play(path, task_id, env.gold_actions(env.instance(task_id)))
+
+
+async def test_examples_pass_the_env_contract(docker_available: bool) -> None:
+    """apt + pip + COPY + WORKDIR + ENV (harbor-hello) and TB1 with uv and pytest fetched by the
+    verifier (tb1-hello): gold earns 1, no-op earns 0."""
+    report = await check_env_async("gymfleet/Harbor-v0", env_kwargs={"sandbox": "docker"})
+    assert report.gold_rewards == {"harbor-hello": 1.0, "tb1-hello": 1.0}
+    assert report.noop_rewards == {"harbor-hello": 0.0, "tb1-hello": 0.0}
+
+
+async def test_reward_json_keys_reach_info_and_the_substitution_is_recorded(docker_available: bool) -> None:
+    reset_info, reward, info = await _gold(EXAMPLES_DIR, "harbor-hello")
+    assert reward == 1.0 and info["grading"]["extra"] == {"greeting_ok": 1.0, "count_ok": 1.0}
+    assert reset_info["base_substitution"][0].startswith("python:3.11-slim -> gymfleet/base ")
+    _, reward, info = await _play(EXAMPLES_DIR, "harbor-hello", ["```bash\necho '{\"greeting\": \"hello harbor\"}' > /app/out.json\n```", "submit"])
+    assert reward == 0.0 and info["grading"]["extra"] == {"greeting_ok": 1.0, "count_ok": 0.0}
+
+
+async def test_a_verifier_that_writes_no_reward_is_a_grading_error(docker_available: bool) -> None:
+    _, reward, info = await _gold(TASKS, "failing-verifier")
+    assert reward == 0.0 and "neither" in info["grading_error"] and info["grading"]["exit_code"] == 3
+
+
+async def test_a_verifier_past_its_timeout_is_a_grading_error(docker_available: bool) -> None:
+    _, reward, info = await _gold(TASKS, "verifier-timeout")
+    assert reward == 0.0 and info["grading_error"] == "verifier timed out after 3 s" and info["grading"]["timed_out"]
+
+
+async def test_allow_internet_runs_without_network_and_says_so(docker_available: bool) -> None:
+    probe = "```bash\n(exec 3<>/dev/tcp/pypi.org/443) 2>/dev/null && echo ONLINE || echo OFFLINE\n```"
+    env = HarborEnv(sandbox="docker", path=str(TASKS), task_ids=["offline-task"])
+    try:
+        _, info = await env.reset_async(options={"instance_id": "offline-task"})
+        assert info["network"] is False and "without network" in info["allow_internet"]
+        observation, *_ = await env.step_async(probe)
+        assert "OFFLINE" in observation
+    finally:
+        await env.close_async()
+    _, reward, _ = await _gold(TASKS, "offline-task")
+    assert reward == 1.0
+
+
+async def test_a_verifier_fetching_uv_and_pytest_grades_offline(docker_available: bool) -> None:
+    reset_info, reward, info = await _gold(TASKS, "uvx-verifier")
+    assert reward == 1.0, info["grading"]["output_tail"]
+    assert reset_info["base_substitution"][0].startswith("ubuntu:24.04 -> gymfleet/base-trixie")
+    _, reward, info = await _play(TASKS, "uvx-verifier", ["submit"])
+    assert reward == 0.0 and info["grading"]["error"] is None
+
+
+async def test_an_unpullable_from_is_unbuildable_in_one_line(docker_available: bool) -> None:
+    env = HarborEnv(sandbox="docker", path=str(TASKS), task_ids=["unbuildable-from"])
+    try:
+        with pytest.raises(UnbuildableError) as caught:
+            await env.reset_async(options={"instance_id": "unbuildable-from"})
+    finally:
+        await env.close_async()
+    assert "\n" not in str(caught.value) and "nvcr.io/nvidia/cuda" in str(caught.value)
+
+
+def test_a_cached_image_is_not_rebuilt(docker_available: bool) -> None:
+    builder = HarborImageBuilder()
+    task = load_task(TASKS / "failing-verifier")
+    first = builder.ensure(task)
+    again = builder.ensure(task)
+    assert (again.tag, again.built) == (first.tag, False) and again.workdir == "/app"

@@ -1,0 +1,107 @@
+"""Harbor task folders load, and their Dockerfiles translate to buildable-offline ones (no Docker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gymfleet.envs.errors import TaskError
+from gymfleet.envs.harbor.build import HarborImageBuilder
+from gymfleet.envs.harbor.dockerfile import (
+    UnbuildableError, logical_lines, nearest_python_suite, substitute, translate, verifier_staging,
+)
+from gymfleet.envs.harbor.env import EXAMPLES_DIR
+from gymfleet.envs.harbor.grader import parse_reward_json, parse_reward_text
+from gymfleet.envs.harbor.task import load_task, load_tasks
+
+TASKS = Path(__file__).resolve().parent / "tasks"
+UVX_TEST_SH = """\
+apt-get update
+apt-get install -y curl
+curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
+source $HOME/.local/bin/env
+uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA
+"""
+
+
+def test_both_layouts_load() -> None:
+    tasks = load_tasks(EXAMPLES_DIR)
+    harbor, tb1 = tasks["harbor-hello"], tasks["tb1-hello"]
+    assert (harbor.layout, harbor.agent_timeout_s, harbor.verifier_timeout_s) == ("harbor", 120.0, 120.0)
+    assert harbor.verifier_env == {"EXPECTED_COUNT": "3"} and harbor.memory_mb == 1024 and harbor.storage_mb == 512
+    assert harbor.instruction.startswith("Write `/app/out.json`")
+    assert (tb1.layout, tb1.verifier_timeout_s, tb1.refusal) == ("tb1", 180.0, None)
+    assert tb1.solution_script is not None and tb1.test_script.name == "run-tests.sh"
+
+
+def test_glob_and_task_ids_select() -> None:
+    assert list(load_tasks(f"{EXAMPLES_DIR}/harbor-*")) == ["harbor-hello"]
+    assert list(load_tasks(EXAMPLES_DIR, ["tb1-hello"])) == ["tb1-hello"]
+    with pytest.raises(TaskError, match="no task 'nope'"):
+        load_tasks(EXAMPLES_DIR, ["nope"])
+
+
+def test_unknown_key_in_a_read_section_is_refused_but_unknown_sections_are_kept(tmp_path: Path) -> None:
+    task = tmp_path / "t"
+    (task / "tests").mkdir(parents=True)
+    (task / "instruction.md").write_text("x")
+    (task / "tests/test.sh").write_text("true")
+    (task / "task.toml").write_text("[verifier]\ntimeout_sec = 5\ntimeout_secs = 9\n")
+    with pytest.raises(TaskError, match="verifier.timeout_secs"):
+        load_task(task)
+    (task / "task.toml").write_text("[verifier]\ntimeout_sec = 5\n[future_section]\nx = 1\n")
+    assert load_task(task).extra == {"future_section": {"x": 1}}
+
+
+def test_compose_tasks_are_refused_in_one_line() -> None:
+    task = load_task(TASKS / "compose-task")
+    assert task.refusal is not None and "docker-compose" in task.refusal and "\n" not in task.refusal
+    with pytest.raises(UnbuildableError, match="docker-compose"):
+        HarborImageBuilder().plan(task)
+
+
+@pytest.mark.parametrize(("image", "base", "python"), [
+    ("ubuntu:24.04", "base-trixie", False), ("ubuntu:22.04", "base", False), ("debian:bullseye-slim", "base-bullseye", False),
+    ("python:3.9-slim", "base-bullseye", True), ("python:3.12", "base-trixie", True), ("python:3.11-slim-bookworm", "base", True),
+    ("ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624", "base-trixie", False),
+    ("ghcr.io/laude-institute/t-bench/python-3-13:20250620", "base-trixie", True),
+])
+def test_public_bases_are_substituted_by_the_nearest_release(image: str, base: str, python: bool) -> None:
+    found = substitute(image)
+    assert found is not None and (found.image, found.python) == (base, python)
+
+
+def test_nearest_python() -> None:
+    assert [nearest_python_suite(v) for v in ("3.8", "3.10", "3.12", "3.14")] == ["bullseye", "bookworm", "trixie", "trixie"]
+
+
+def test_translation_keeps_instructions_and_records_the_substitution() -> None:
+    text = "ARG V=3.12\nFROM python:${V} AS build\nRUN echo a \\\n  b\nFROM build\nUSER app\nWORKDIR /w\n"
+    result = translate(text, {"base-trixie": "gymfleet/base-trixie:abc"})
+    assert result.dockerfile.startswith("ARG V=3.12\nFROM gymfleet/base-trixie:abc AS build\n")
+    assert "RUN echo a   b" in result.dockerfile and "FROM build\n" in result.dockerfile
+    assert result.substitutions[0].startswith("python:3.12 -> gymfleet/base-trixie") and result.final_user == "app"
+    assert logical_lines("# c\nRUN a \\\n# inner\n b\n") == ["RUN a  b"]
+
+
+def test_an_unpullable_from_is_unbuildable_in_one_line() -> None:
+    with pytest.raises(UnbuildableError) as caught:
+        translate("FROM nvcr.io/nvidia/pytorch:24.01-py3\n", {})
+    assert str(caught.value) == "FROM nvcr.io/nvidia/pytorch:24.01-py3 cannot be pulled here and has no Debian substitute"
+
+
+def test_verifier_fetches_are_found() -> None:
+    staging = verifier_staging(UVX_TEST_SH)
+    assert staging.uv_version == "0.9.5" and staging.apt_packages == ["curl", "python3"]
+    assert staging.replay == ["uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --version"]
+    tb1 = verifier_staging((EXAMPLES_DIR / "tb1-hello/run-tests.sh").read_text())
+    assert (tb1.uv_version, tb1.replay) == ("0.7.13", ["uv init", "uv add pytest==8.4.1"])
+
+
+def test_rewards_parse_as_harbor_reads_them() -> None:
+    assert parse_reward_text(b"0.5\n") == (0.5, None)
+    assert parse_reward_text(b"")[1] is not None and parse_reward_text(b"nan")[1] is not None
+    assert parse_reward_json(b'{"reward": 1, "tests": 3}') == (1.0, {"tests": 3}, None)
+    assert parse_reward_json(b'{"score": 1}')[2] == "reward.json has no 'reward' key (keys: score)"
+    assert parse_reward_json(b'{"reward": "1"}')[2] is not None and parse_reward_json(b"[1]")[2] is not None

@@ -1,0 +1,42 @@
+"""benchmarks/vs_trl.py's headline: each system's wall time to FIRST reach the same held-out reward."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "vs_trl.py"
+
+
+@pytest.fixture(scope="module")
+def vs_trl():
+    spec = importlib.util.spec_from_file_location("vs_trl", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def curve(*points: tuple[float, float]) -> list[dict[str, float]]:
+    return [{"wall_s": w, "heldout_reward": r} for w, r in points]
+
+
+def test_time_to_reward_is_each_systems_first_reach_not_a_whole_run(vs_trl) -> None:
+    # TRL peaks early (0.97 at 32 s) and runs on to 135 s; gymfleet gets there later but ends sooner.
+    systems = {"trl": {"heldout_curve": curve((0, 0.2), (32, 0.97), (70, 0.95), (135, 0.97)), "wall_s": 135},
+               "gymfleet": {"heldout_curve": curve((0, 0.2), (35, 0.78), (59, 0.97), (104, 0.97)), "wall_s": 104}}
+    got = vs_trl.time_to_reward(systems, 0.75)
+    assert got["targets"] == {"fixed": 0.75, "trl_best": 0.97}
+    assert got["trl"] == {"fixed": 32, "trl_best": 32} and got["gymfleet"] == {"fixed": 35, "trl_best": 59}
+    assert got["trl_s_over_gymfleet_s"] == {"fixed": round(32 / 35, 3), "trl_best": round(32 / 59, 3)}
+
+
+def test_a_target_never_reached_is_null(vs_trl) -> None:
+    systems = {"trl": {"heldout_curve": curve((0, 0.2), (10, 0.9))},
+               "gymfleet": {"heldout_curve": curve((0, 0.2), (10, 0.5))}}
+    got = vs_trl.time_to_reward(systems, 0.95)
+    assert got["trl"]["fixed"] is None and got["gymfleet"]["trl_best"] is None
+    assert got["trl_s_over_gymfleet_s"] == {"fixed": None, "trl_best": None}
+    only = vs_trl.time_to_reward({"gymfleet": systems["gymfleet"]}, 0.5)  # --only gymfleet: no TRL target
+    assert only == {"targets": {"fixed": 0.5}, "gymfleet": {"fixed": 10}}
