@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox import SandboxLabels
 from gymfleet.envs.swe.harness import InstanceResult, SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SAFE_ID, SWEInstance, load_instances
@@ -25,7 +26,7 @@ OnResult = Callable[[str, str], None]
 outcome is ``resolved``, ``unresolved``, ``empty``, ``error`` or ``skipped``."""
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(StrictModel):
     """One evaluation run (the options of ``gymfleet eval swebench``)."""
 
     dataset: str = FIXTURES_NAME

@@ -20,11 +20,13 @@ import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxError
+from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
@@ -41,7 +43,7 @@ from gymfleet.envs.swe.repos import RepoSource
 from gymfleet.envs.swe.specs import DRIFT_SPECS, RepoSpec, load_spec
 
 
-class SWEHarnessConfig(BaseModel):
+class SWEHarnessConfig(StrictModel):
     """How SWE instances are provisioned, run and graded."""
 
     repo_mirrors: list[Path] = Field(default_factory=lambda: [FIXTURE_MIRROR])
@@ -309,3 +311,29 @@ def _with_newline(text: str) -> str:
 
 def _tail(text: str, n_chars: int = 800) -> str:
     return text.strip()[-n_chars:]
+
+
+class SWEHarnesses(SharedResource):
+    """The SWE family's shared resource: one :class:`SWEHarness` (with its image cache) per
+    distinct :class:`SWEHarnessConfig`, on the resources' backend (``resources.get(SWEHarnesses)``)."""
+
+    def __init__(self, resources: EnvResources) -> None:
+        self._resources = resources
+        self._harnesses: dict[str, SWEHarness] = {}
+
+    @classmethod
+    def create(cls, resources: EnvResources) -> Self:
+        return cls(resources)
+
+    async def harness(self, config: SWEHarnessConfig | None = None) -> SWEHarness:
+        """The harness for ``config`` (default settings when None), made at first use.
+
+        Raises:
+            SandboxUnavailableError: its backend is missing.
+        """
+        config = config or SWEHarnessConfig()
+        key = config.model_dump_json()
+        if key not in self._harnesses:
+            backend = await self._resources.backend(config.sandbox_backend)
+            self._harnesses.setdefault(key, SWEHarness(config, backend))
+        return self._harnesses[key]

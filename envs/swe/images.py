@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import docker
 import docker.errors
-from pydantic import BaseModel
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.images import ensure_image
 from gymfleet.envs.swe import image_scripts as scripts
@@ -49,7 +49,7 @@ LABEL_INSTANCE = "gymfleet.swe.instance"
 INSTANCE_IMAGE_REPO = "gymfleet/swe-instance"
 
 
-class SWEImagesConfig(BaseModel):
+class SWEImagesConfig(StrictModel):
     """How SWE images are found and built."""
 
     python_images: dict[str, str] = dict(PYTHON_IMAGES)

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import TaskError
 
 BUILTIN_TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -24,10 +25,8 @@ BUILTIN_TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 TASK_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
-class TaskConfig(BaseModel):
+class TaskConfig(StrictModel):
     """The contents of one ``task.yaml``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     instruction: str = Field(min_length=1)
     """What the agent is asked to do, shown as the first observation."""
