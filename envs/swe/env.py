@@ -89,8 +89,9 @@ class SWEEnv(SandboxEnv[SWEInstance, SWEState]):
     ## Reward
     1.0 when the submitted diff resolves the instance (every FAIL_TO_PASS test passes, every
     PASS_TO_PASS test still passes), else 0.0, given on the submitting step. Grading runs in a
-    fresh sandbox from the same image: apply the diff (test files the agent touched are
-    excluded), apply the test patch, run the tests with a time limit, parse them with swebench.
+    fresh sandbox from the same image: apply the diff (test files, ``conftest.py``, test-run and
+    packaging configuration and start-up hooks the agent touched are excluded:
+    :mod:`gymfleet.envs.swe.graded_patch`), apply the test patch, run the tests with a time limit, parse them with swebench.
 
     ## Episode end
     Terminated on ``submit``. Truncated by the registry's step limit (50 turns), with reward 0.

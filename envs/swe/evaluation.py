@@ -17,7 +17,7 @@ from pydantic import Field
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox import SandboxLabels
 from gymfleet.envs.swe.harness import InstanceResult, SWEHarness, SWEHarnessConfig
-from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
+from gymfleet.envs.swe.instances import FIXTURES_NAME, SAFE_ID, SWEInstance, load_instances
 from gymfleet.envs.swe.predictions import Prediction, load_predictions
 from gymfleet.envs.swe.report import RunLayout, SWERunReport, write_instance
 
@@ -39,8 +39,9 @@ class EvalConfig(StrictModel):
     """Evaluate only these."""
     max_workers: int = Field(default=4, ge=1)
     """Instances graded at once."""
-    run_id: str = "gymfleet"
-    """Names the run; a second run with the same id skips finished instances."""
+    run_id: str = Field(default="gymfleet", pattern=f"^{SAFE_ID.pattern}$")
+    """Names the run (one path component: letters, digits, ``_.@+-``); a second run with the
+    same id skips finished instances."""
     output_dir: Path = Path(".")
     """Where ``logs/run_evaluation/...`` and the summary JSON go."""
     run_empty_patches: bool = False

@@ -163,6 +163,7 @@ class ImageProvider:
             if not self._exists(tag):
                 if self.config.try_official and self._pull(official):
                     return ImageRef(official, "official", "swebench", time.monotonic() - start)
+                self.repos.check_tree(instance.repo, instance.base_commit)
                 with self._lock(env_tag):
                     if not self._exists(env_tag):
                         logs.append(self._build_env_image(instance, spec, parent, env_tag, plan))
@@ -248,6 +249,7 @@ class ImageProvider:
         with tempfile.TemporaryDirectory(prefix="gymfleet-swe-") as tmp:
             repo_dir = Path(tmp) / "repo"
             self.repos.clone(instance.repo, repo_dir, instance.setup_commit)
+            self.repos.check_tree(instance.repo, instance.base_commit, str(repo_dir / ".git"))
             if self._reader(instance) is None:  # a bundle: the files can be read only now
                 plan = plan_environment(spec, _local_reader(repo_dir))
             files: dict[str, bytes | Path] = {
