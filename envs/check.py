@@ -9,7 +9,11 @@ In the spirit of Gymnasium's ``utils/env_checker.check_env``, for gymfleet's tex
    returns the documented types and ``info["instance_id"]``;
 3. ``close_async`` is idempotent and releases everything: no sandbox still leased, no browser
    context open, and (for an env made here, on private resources) no child process and no Docker
-   container of this process left.
+   container of this process left;
+4. (for an id, in :func:`check_env`) Gymnasium's own ``gymnasium.utils.env_checker.check_env``
+   passes on a fresh ``gymnasium.make(id)``, without a warning (:func:`check_gymnasium_api`):
+   spaces, seeding, the same info for the same seed and action (values that differ between runs
+   go under ``info["volatile"]``, :mod:`gymfleet.envs.info`), no object shared between calls.
 
 A failure raises :class:`~gymfleet.envs.errors.EnvCheckError` naming the env, the instance,
 the check and what to fix.
@@ -20,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +34,7 @@ from typing import Any
 
 from gymfleet.envs.base import AgentEnv, ConstantPolicy, Policy
 from gymfleet.envs.errors import EnvCheckError
+from gymfleet.envs.info import VOLATILE_KEY, Volatile
 from gymfleet.envs.needs import NEEDS
 from gymfleet.envs.registry import make_agent_env
 from gymfleet.envs.resources import EnvResources
@@ -41,6 +48,7 @@ class CheckReport:
         gold_rewards: per checked instance, the gold episode's total reward (1.0 each).
         noop_rewards: per checked instance, the no-op episode's total reward (0.0 each).
         duration_s: wall time of the whole check.
+        gymnasium_checked: whether Gymnasium's own checker ran (and passed).
     """
 
     env_id: str
@@ -48,19 +56,64 @@ class CheckReport:
     gold_rewards: dict[str, float] = field(default_factory=dict)
     noop_rewards: dict[str, float] = field(default_factory=dict)
     duration_s: float = 0.0
+    gymnasium_checked: bool = False
 
 
 def check_env(env_id_or_env: str | AgentEnv, *, env_kwargs: dict[str, Any] | None = None,
               n_instances: int = 2, instance_ids: Sequence[str] | None = None,
-              max_steps: int = 100) -> CheckReport:
-    """Checks the env contract (module docstring) in a fresh event loop; see :func:`check_env_async`.
+              max_steps: int = 100, gymnasium_checker: bool = True) -> CheckReport:
+    """Checks the env contract (module docstring) in a fresh event loop (see
+    :func:`check_env_async`), then, for an id, Gymnasium's checker (:func:`check_gymnasium_api`).
+
+    Args:
+        gymnasium_checker: run Gymnasium's checker too (an env object given is closed by the
+            contract check, so only an id gets it).
 
     Raises:
         EnvCheckError: the first broken rule, with the env, instance and fix.
         UnknownEnvError: ``env_id_or_env`` is an unknown id.
     """
-    return asyncio.run(check_env_async(env_id_or_env, env_kwargs=env_kwargs, n_instances=n_instances,
-                                       instance_ids=instance_ids, max_steps=max_steps))
+    report = asyncio.run(check_env_async(env_id_or_env, env_kwargs=env_kwargs, n_instances=n_instances,
+                                         instance_ids=instance_ids, max_steps=max_steps))
+    if gymnasium_checker and isinstance(env_id_or_env, str):
+        started = time.monotonic()
+        check_gymnasium_api(env_id_or_env, env_kwargs=env_kwargs)
+        report.gymnasium_checked = True
+        report.duration_s += time.monotonic() - started
+    return report
+
+
+def check_gymnasium_api(env_id: str, *, env_kwargs: dict[str, Any] | None = None) -> None:
+    """Gymnasium's ``check_env`` on ``gymnasium.make(env_id, **env_kwargs).unwrapped``, through
+    the sync API (closed afterwards); a warning it gives fails too.
+
+    It resets with seeds 123 and 456, steps one sampled action twice after the same seeded reset
+    and compares observation, reward, flags and info with ``==`` (``data_equivalence``), checks
+    that no two calls share an info object, and makes and closes one more env from the spec.
+
+    Raises:
+        EnvCheckError: Gymnasium's checker failed or warned; the message quotes it.
+        UnknownEnvError: an unknown id.
+    """
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    from gymfleet.envs.registry import make
+
+    env = make(env_id, **(env_kwargs or {}))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gymnasium_check_env(env.unwrapped)
+    except AssertionError as exc:
+        hint = (" (values that differ between runs, such as wall times and rollout ids, belong under "
+                f"info[{VOLATILE_KEY!r}] as a gymfleet.envs.info.Volatile)") if "info" in str(exc) else ""
+        raise _fail(env_id, f"Gymnasium's check_env failed: {exc}{hint}") from exc
+    finally:
+        env.close()
+    said = [re.sub(r"\x1b\[[0-9;]*m", "", str(w.message)) for w in caught  # without the colour codes
+            if f"{os.sep}gymnasium{os.sep}" in w.filename]
+    if said:
+        raise _fail(env_id, f"Gymnasium's check_env warned: {'; '.join(said)}")
 
 
 async def check_env_async(env_id_or_env: str | AgentEnv, *, env_kwargs: dict[str, Any] | None = None,
@@ -190,6 +243,9 @@ def _check_observation(env_id: str, env: AgentEnv, where: str, obs: Any, info: A
         raise _fail(env_id, f"{where}: the observation must be text, got {type(obs).__name__}")
     if not isinstance(info, dict):
         raise _fail(env_id, f"{where}: info must be a dict, got {type(info).__name__}")
+    if VOLATILE_KEY in info and not isinstance(info[VOLATILE_KEY], Volatile):
+        raise _fail(env_id, f"{where}: info[{VOLATILE_KEY!r}] must be a gymfleet.envs.info.Volatile (use "
+                            f"add_volatile), not a {type(info[VOLATILE_KEY]).__name__} that Gymnasium compares")
     if instance_id is not None and info.get("instance_id") != instance_id:
         raise _fail(env_id, f"{where}: reset's info['instance_id'] must be {instance_id!r}, got "
                             f"{info.get('instance_id')!r}")

@@ -1,96 +1,45 @@
 """The env registry: Gymnasium's registry, plus an entry-point group for plugins.
 
-Built-in envs are registered by :func:`register_builtin_envs`. A third-party package
-registers its own by declaring, in its ``pyproject.toml``::
-
-    [project.entry-points."gymfleet.envs"]
-    mypkg = "mypkg.envs:register"   # a callable that calls gymnasium.register(...)
-
-:func:`make` loads every such plugin once, then calls ``gymnasium.make``.
+What is registered, and when, is :mod:`gymfleet.envs.registration` (``import gymfleet``
+registers every env once Gymnasium is imported). This module looks ids up: :func:`make` (with a
+clear error for an unknown id), :func:`make_agent_env`, :func:`env_class`, :func:`list_envs`.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-import importlib.metadata
 import inspect
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import UnknownEnvError
+from gymfleet.envs.registration import (  # noqa: F401 - re-exported: registry.BUILTIN_ENVS etc.
+    BUILTIN_ENVS,
+    ENTRY_POINT_GROUP,
+    NAMESPACE,
+    register_builtin_envs,
+    register_plugins,
+)
 
 if TYPE_CHECKING:
     from gymfleet.envs.resources import EnvResources
 
 log = logging.getLogger(__name__)
 
-ENTRY_POINT_GROUP = "gymfleet.envs"
-NAMESPACE = "gymfleet"
-
-# (env id, "module:Class", max_episode_steps or None, kwargs). Env families add their line here.
-BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
-    ("gymfleet/Terminal-v0", "gymfleet.envs.terminal:TerminalEnv", None, {}),
-    # the easy tier: single-command tasks in many words (envs/terminal/easy.py writes the folders)
-    ("gymfleet/TerminalEasy-v0", "gymfleet.envs.terminal:TerminalEnv", None,
-     {"tasks_dir": str(Path(__file__).resolve().parent / "terminal" / "tasks-easy"), "prompt": "brief"}),
-    ("gymfleet/SWE-v0", "gymfleet.envs.swe.env:SWEEnv", 50, {}),
-    ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
-    # community task folders (needs env_kwargs path=...; see docs/harbor.md)
-    ("gymfleet/Harbor-v0", "gymfleet.envs.harbor.env:HarborEnv", None, {}),
-]
-
-
-def register_builtin_envs() -> None:
-    """Registers gymfleet's own envs with Gymnasium. Idempotent."""
-    for env_id, entry_point, max_steps, kwargs in BUILTIN_ENVS:
-        if env_id not in gymnasium.registry:
-            gymnasium.register(
-                id=env_id,
-                entry_point=entry_point,
-                max_episode_steps=max_steps,
-                kwargs=dict(kwargs),
-                disable_env_checker=False,
-            )
-    _register_families()
-
-
-def _register_families() -> None:
-    """Families with many generated ids (e.g. one per MiniWoB task) register themselves."""
-    for module_name in _FAMILY_MODULES:
-        try:
-            module = __import__(module_name, fromlist=["register_envs"])
-        except ImportError as exc:  # an optional extra that is not installed
-            log.debug("env family %s not available: %s", module_name, exc)
-            continue
-        module.register_envs()
-
-
-# Modules exposing ``register_envs()``; each registers a family of ids.
-_FAMILY_MODULES: list[str] = [
-    "gymfleet.envs.browser.miniwob",
-]
-
 _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Registers the built-in envs and calls every ``gymfleet.envs`` entry point once."""
+    """Registers the built-in envs and calls every ``gymfleet.envs`` entry point, once per process."""
     global _plugins_loaded  # noqa: PLW0603 - a load-once latch over Gymnasium's own global registry
     if _plugins_loaded:
         return
     register_builtin_envs()
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if ep.value == f"{__name__}:register_builtin_envs":
-            continue
-        try:
-            ep.load()()
-        except Exception as exc:  # a broken plugin must not take the others down
-            log.warning("gymfleet.envs plugin %r failed to register: %s", ep.name, exc)
+    register_plugins()
     _plugins_loaded = True
 
 
@@ -214,6 +163,5 @@ def _takes_resources(env_id: str) -> bool:
 
 
 # Importing this module registers the built-in envs and the installed plugins' with Gymnasium
-# (as Gymnasium env packages do), so that a plain Gymnasium user can `import gymfleet.envs.registry`
-# and then `gymnasium.make("gymfleet/Terminal-v0")` (or `gymnasium.make("gymfleet.envs.registry:gymfleet/Terminal-v0")`).
+# (``import gymfleet`` does too, as soon as Gymnasium is imported: envs/registration.py).
 load_plugins()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gymfleet.core.lazy import lazy_exports
+from gymfleet.core.after_import import after_import
 
 __version__ = "0.1.0"
 
@@ -50,3 +51,7 @@ if TYPE_CHECKING:
     from gymfleet.run.job import train
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+# gymnasium.make("gymfleet/Terminal-v0") works after `import gymfleet`: the envs register as soon
+# as Gymnasium is imported (at once if it is already), without importing it here.
+after_import("gymnasium", "gymfleet.envs.registration:register_all")

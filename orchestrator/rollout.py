@@ -257,7 +257,7 @@ class Rollout:
         traj.reward = self.reward
         traj.status, traj.reason = status, reason
         traj.metrics = {**json_safe(traj.metrics), **json_safe(self.info), "n_turns": self.n_turns}
-        grading_s = self.info.get("grading_s")
+        grading_s = self.info.get("grading_s", self.info.get("volatile", {}).get("grading_s"))
         traj.timings = {**self.timings, "total_s": time.monotonic() - start,
                         **({"grading_s": float(grading_s)} if isinstance(grading_s, int | float) else {})}
         return traj

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
-from gymfleet.orchestrator.claimer import Claimer
+from gymfleet.orchestrator.claimer import SampleClaimer
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
@@ -93,7 +93,7 @@ class Scheduler:
         self._budget_spent = False
         self._fatal: Exception | None = None
         """What made the run stop at once (a store or metrics file that cannot be written)."""
-        self.claimer = Claimer(store, config)
+        self.claimer = SampleClaimer(store, config)
         """Claims this scheduler's samples from the store and keeps them leased."""
         self.group_budget: int | None = None
         """Groups still to create (lock-step training hands out one step's worth at a time);
@@ -101,15 +101,21 @@ class Scheduler:
 
     # ---- control -------------------------------------------------------------------
 
-    def request_stop(self, *, budget_spent: bool = False) -> None:
+    def request_stop(self, *, budget_spent: bool = False, abort: bool = False) -> None:
         """Stops admission (first call); aborts every in-flight rollout (second call).
 
         Args:
             budget_spent: the run stops because its budget is spent (the caller's training
                 budget): it ends ``completed (budget)``, not ``interrupted``.
+            abort: the caller ends the run itself (its learner is done): admission stops and
+                the in-flight rollouts are aborted at once, without the Ctrl-C hints.
         """
         self._budget_spent = self._budget_spent or budget_spent
-        if self._stopping:
+        if abort:
+            if self._tasks:
+                log.info("run ending: aborting %d in-flight rollouts", len(self._tasks))
+            self._abort.set()
+        elif self._stopping:
             log.warning("second stop request: aborting %d in-flight rollouts", len(self._tasks))
             self._abort.set()
         else:

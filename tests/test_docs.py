@@ -32,7 +32,7 @@ def test_nothing_points_outside_the_clone() -> None:
     assert not offenders, f"these cite the design note outside the repository (use docs/design.md): {offenders}"
 
 
-@pytest.mark.parametrize("folder", ["gymfleet", "gymfleet/core", "gymfleet/run", "envs", "envs/swe", "orchestrator",
+@pytest.mark.parametrize("folder", ["gymfleet", "gymfleet/core", "gymfleet/run", "gymfleet/cli", "envs", "envs/swe", "orchestrator",
                                     "trainer", "images", "tests", "benchmarks", "configs", "scripts", "docs"])
 def test_each_folder_has_a_readme_listing_its_modules(folder: Path) -> None:
     readme = ROOT / folder / "README.md"
@@ -47,3 +47,11 @@ def test_the_orchestrator_readme_lists_each_module_once() -> None:
     lines = [line for line in (ROOT / "orchestrator" / "README.md").read_text().splitlines() if line.lstrip().startswith("- `")]
     names = [line.split("`")[1] for line in lines]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_the_readme_code_map_walks_a_trajectory_through_at_most_ten_files() -> None:
+    """The README's code map is a path a reader can follow: ten files at most (issue 21)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Code map", 1)[1].split("\n## ", 1)[0].split("From Python", 1)[0]
+    files = set(re.findall(r"`([\w/]+\.py)`", section))
+    assert 0 < len(files) <= 10, sorted(files)

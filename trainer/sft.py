@@ -1,7 +1,7 @@
 """The supervised warm start: the learner's LoRA adapter trained by cross-entropy on demonstrations,
 then published as the run's first adapter version, from which GRPO resumes.
 
-Demonstrations are token-exact gold episodes (``gymfleet.orchestrator.demos``): loss mask 1 on
+Demonstrations are token-exact gold episodes (``gymfleet.orchestrator.teacher_forcing``): loss mask 1 on
 the assistant tokens, behaviour logprobs 0 and versions -1 (nothing was sampled), so only their
 token ids and loss mask are read here. The model, its LoRA wrapping and the collation are the
 GRPO learner's (:class:`~gymfleet.trainer.learner.Learner`, :func:`~gymfleet.trainer.batch.collate`),

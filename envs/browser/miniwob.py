@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
-from gymfleet.envs.base import Policy
 from gymfleet.envs.browser.errors import BrowserTaskError
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
+from gymfleet.envs.info import VOLATILE_KEY, Volatile
+
+if TYPE_CHECKING:  # registration (envs/registration.py) may import this module mid-import of base
+    from gymfleet.envs.base import Policy
 
 ENV_ENTRY_POINT = "gymfleet.envs.browser.env:BrowserEnv"
 GENERIC_ENV_ID = "gymfleet/Browser-v0"
@@ -132,7 +135,7 @@ class MiniWoBTask(BrowserTask):
             done=done,
             raw_reward=raw,
             reason=g["reason"],
-            details={"wob_reward": g["reward"]},
+            details={VOLATILE_KEY: Volatile(wob_reward=g["reward"])},  # time-discounted
         )
 
     def gold_policy(self) -> Policy | None:

@@ -29,12 +29,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import urllib.parse
 
 import gymnasium
 
-from gymfleet.envs.base import Policy
+if TYPE_CHECKING:  # registration (envs/registration.py) may import this module mid-import of base
+    from gymfleet.envs.base import Policy
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Demonstrations are a run like any other, composed by :func:`~gymfleet.run.compose.open_run` and
 driven by its :class:`~gymfleet.orchestrator.scheduler.Scheduler` (the task's env, turn and time
 limits, ``max_in_flight``, retries of infrastructure failures, resume): only the policy differs,
-a :class:`~gymfleet.orchestrator.demos.DemonstrationGateway` that plays each instance's gold
+a :class:`~gymfleet.orchestrator.teacher_forcing.DemonstrationGateway` that plays each instance's gold
 policy, so the tokens are rendered by the policy's chat template exactly as in the run's
 rollouts. They are stored in the run's store under their own run id, ``<run_id>.demos`` (one
 group of one sample per instance and episode, ``metrics["demonstration"] = True``): the learner
@@ -20,7 +20,7 @@ from rich.console import Console
 
 from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.demos import DemonstrationGateway
+from gymfleet.orchestrator.teacher_forcing import DemonstrationGateway
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.workload import group_id_of
 from gymfleet.run.compose import Run, open_run

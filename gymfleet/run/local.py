@@ -126,8 +126,7 @@ class _Grpo:
             finally:
                 self.learner.stop()
                 budget_spent = exitcode == 0 and not self.signalled  # the learner ended on its budget
-                scheduler.request_stop(budget_spent=budget_spent)
-                scheduler.request_stop()
+                scheduler.request_stop(budget_spent=budget_spent, abort=True)  # the learner is done
                 (ended,) = await asyncio.gather(runner, return_exceptions=True)
                 sampler.cancel()
                 if exitcode is None:

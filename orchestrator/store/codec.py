@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ def json_safe(value: Any) -> Any:
     """``value`` made JSON-serialisable: numpy scalars and arrays become Python ones, unknown
     objects their ``str``, non-finite floats ``None`` (PostgreSQL's JSON rejects NaN), strings
     :func:`clean_text`-ed."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or an info's Volatile (gymfleet.envs.info)
         return {clean_text(str(k)): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [json_safe(v) for v in value]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import uuid
 from collections.abc import Callable, Iterator
@@ -95,9 +96,10 @@ async def test_rm_rf_root_ends_the_episode_as_the_policys_failure(backend: Sandb
     gateway = scripted([bash(inside_only("rm -rf --no-preserve-root / 2>/dev/null; true")), bash("ls /"), bash("ls /")])
     traj = await roll(backend, gateway)
     assert traj.status is RolloutStatus.ok and traj.reward == 0.0, traj.reason
-    if backend.name == "docker":  # bash is gone: the episode ends there, graded 0
+    if backend.name == "docker":  # bash is gone: the episode ends there, graded 0 (in a fresh
+        # container of the image holding what is left of the workdir: the system files changed)
         assert "damaged its sandbox" in traj.reason and "can no longer start a command" in traj.reason
-        assert traj.metrics["n_turns"] == 2 and "grading_error" in traj.metrics
+        assert traj.metrics["n_turns"] == 2
     else:  # the host's tools are read-only binds: only the agent's own files went
         assert traj.reason == "" and traj.metrics["n_turns"] == 4
 
@@ -135,7 +137,8 @@ async def test_container_removed_mid_command_is_infra(docker_backend: SandboxBac
 
     traj = await roll(docker_backend, scripted([bash("sleep 30")]), during=remove_ours)
     assert traj.status is RolloutStatus.infra_error and not traj.status.trains
-    assert "removed from outside" in traj.reason and "not run again" in traj.reason, traj.reason
+    # `rm -f` kills, then removes: a loaded daemon may show the container stopped in between
+    assert re.search("(removed|stopped) from outside", traj.reason) and "not run again" in traj.reason, traj.reason
 
 
 @pytest.mark.bwrap

@@ -193,6 +193,24 @@ async def test_a_stop_on_a_spent_budget_completes_the_run(tmp_path: Path, sqlite
     assert (await sqlite_store.run_summary("r1")).status == "completed (budget)"
 
 
+async def test_the_end_of_a_training_budget_aborts_quietly(tmp_path: Path, sqlite_store: TrajectoryStore,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The learner is done: one stop that aborts what is in flight, no Ctrl-C wording."""
+    cfg = run_config(tmp_path, [task("a", passes=None, env_kwargs={"step_delay_s": 0.05})], max_in_flight=2,
+                     shutdown={"mode": "finish", "deadline_s": 10})
+    scheduler = await make_scheduler(cfg, sqlite_store)
+    runner = asyncio.create_task(scheduler.run())
+    while scheduler.stats.completed < 2:
+        await asyncio.sleep(0.01)
+    caplog.set_level("INFO", logger="gymfleet")
+    caplog.set_level("INFO", logger="orchestrator")
+    scheduler.request_stop(budget_spent=True, abort=True)
+    outcome = await runner
+    assert outcome.status is RunStatus.completed_budget
+    words = " ".join(r.getMessage() for r in caplog.records if r.levelno >= 30)
+    assert "stop request" not in words and "Ctrl-C" not in words
+
+
 async def test_weights_edited_in_the_config_file_apply_live(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
     import yaml
 

@@ -32,7 +32,7 @@ async def test_gold_policy_scores_and_leaves_one_png_per_slide(env, tmp_path) ->
     assert set(info["checks"]) >= {"required_points", "fits_frame", "no_hidden_text"}
     pngs = sorted(p.name for p in (tmp_path / "runs").glob("*/slide-*.png"))
     assert pngs == [f"slide-{i:02d}.png" for i in range(1, env.briefs[BRIEF].n_slides + 1)]
-    assert info["png_dir"] in episode.turns[-1].observation
+    assert info["volatile"]["png_dir"] in episode.turns[-1].observation
 
 
 @session_loop
@@ -56,7 +56,7 @@ async def test_render_reports_what_is_hidden_then_fix_then_submit(env) -> None:
     obs, reward, terminated, _, _ = await env.step_async(script)
     assert obs.startswith("exit code 0") and not terminated and reward == 0.0
     obs, _, terminated, _, info = await env.step_async("render")
-    assert not terminated and info["png_dir"].endswith("render-01")
+    assert not terminated and info["volatile"]["png_dir"].endswith("render-01")
     assert "1 slide(s)" in obs and "HIDDEN: not rendered" in obs and "slide_count" in obs
     obs, _, terminated, _, info = await env.step_async("please render it")
     assert not terminated and "malformed" in info and "render" in obs

@@ -35,7 +35,7 @@ def learn_command(
     from gymfleet.run.learner import ThreadLearner
     from gymfleet.run.report import last_event
 
-    cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli.errors)
     report = Path(cfg.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,

@@ -33,7 +33,7 @@ def heldout_command(
     from gymfleet.run.heldout import BASE, evaluate_heldout
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli.errors)
     if not cfg.heldout.instances:
         from gymfleet.core.errors import ConfigError
 

@@ -29,7 +29,7 @@ def sft_command(
     from gymfleet.run.warmstart import run_warm_start
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli.errors)
     if cfg.learner_threads:
         import torch
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gymfleet.core.records import RolloutStatus
-from gymfleet.orchestrator.demos import DemonstrationGateway
+from gymfleet.orchestrator.teacher_forcing import DemonstrationGateway
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
 from gymfleet.orchestrator.rollout import Rollout, RolloutRequest
 from tests.orchestrator.fakes import SlowEchoEnv

@@ -44,7 +44,7 @@ def collect_command(
     if store:
         overrides.append(f"store={store}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg, run_bucket = load_shard_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg, run_bucket = load_shard_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli.errors)
     follower = None
     if bucket or run_bucket:
         from gymfleet.run.follow import BucketFollower

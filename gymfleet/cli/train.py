@@ -39,7 +39,7 @@ def train_command(
     from gymfleet.run.job import train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli_errors)
+    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli.errors)
     if cluster is not None:
         from gymfleet.run.cluster import train_on_cluster
 

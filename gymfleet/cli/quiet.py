@@ -1,0 +1,39 @@
+"""Third-party noise off: progress bars and warnings of the model stacks where nothing happens.
+
+:func:`quiet_third_party` is called once, at command-line start-up, unless ``--verbose``.
+It imports nothing heavy: it sets the environment variables the libraries read when they
+load, and warnings filters that match by module name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+_ENV = {
+    "TRANSFORMERS_VERBOSITY": "error",  # read when transformers is imported
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' "Loading weights" bars follow huggingface_hub's
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "TOKENIZERS_PARALLELISM": "false",  # the fork warning of tokenizers
+}
+_QUIET_MODULES = r"(transformers|peft|huggingface_hub|accelerate|torch)(\..*)?$"
+
+
+def quiet_third_party() -> None:
+    """Turns third-party progress bars and advisory warnings off, for this process and the
+    processes it starts (learner, workers inherit the environment). A variable the user set
+    keeps its value; errors are still printed."""
+    for name, value in _ENV.items():
+        os.environ.setdefault(name, value)
+    for category in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category, module=_QUIET_MODULES)
+    if "transformers" in sys.modules:  # a command module imported it before start-up ran
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
