@@ -239,6 +239,8 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
                                       labels=SandboxLabels(run_id=resources.run_id, rollout_id=rollout_id))
         acquire_s = time.monotonic() - started
         ep = SandboxEpisode(instance_id, instance, lease, rollout_id)
+        if options and options.get("max_turns") is not None:  # the caller's turn limit (a run's task)
+            ep.state["caller_max_turns"] = int(options["max_turns"])
         try:
             observation, extra = await self.prepare(ep)
         except BaseException:

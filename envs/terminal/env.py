@@ -109,7 +109,10 @@ class TerminalEnv(SandboxEnv[Task]):
         return [bash_block(instance.solution_script), "submit"]
 
     def max_turns(self, ep: SandboxEpisode[Task]) -> int:
-        return ep.instance.config.max_agent_turns
+        """The task's ``max_agent_turns``, or the caller's limit (``reset`` option ``max_turns``)
+        when that is lower."""
+        own = ep.instance.config.max_agent_turns
+        return min(own, ep.state.get("caller_max_turns", own))
 
     async def sandbox_spec(self, instance: Task, backend: str) -> SandboxSpec:
         name = instance.config.image
@@ -126,8 +129,8 @@ class TerminalEnv(SandboxEnv[Task]):
         await self._prepare(sandbox, task, scratch, ep.lease.backend)
         ep.state.update(scratch=scratch, shell=PersistentShell(sandbox, scratch), agent_time_s=0.0)
         info = {"difficulty": task.config.difficulty, "category": task.config.category,
-                "max_turns": task.config.max_agent_turns}
-        return prompts.first_observation(task), info
+                "max_turns": self.max_turns(ep)}
+        return prompts.first_observation(task, self.max_turns(ep)), info
 
     async def command(self, ep: SandboxEpisode[Task], script: str, info: dict[str, Any]) -> str:
         cfg = ep.instance.config
@@ -135,10 +138,10 @@ class TerminalEnv(SandboxEnv[Task]):
         result = await ep.state["shell"].run(script, timeout_s=min(cfg.timeout_s, budget_s))
         ep.state["agent_time_s"] += result.duration_s
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
-        return prompts.command_observation(result, ep.turn, cfg.max_agent_turns)
+        return prompts.command_observation(result, ep.turn, self.max_turns(ep))
 
     def malformed(self, ep: SandboxEpisode[Task], reason: str) -> str:
-        return prompts.malformed_observation(reason, ep.turn, ep.instance.config.max_agent_turns)
+        return prompts.malformed_observation(reason, ep.turn, self.max_turns(ep))
 
     def over_budget(self, ep: SandboxEpisode[Task]) -> str | None:
         limit_s = ep.instance.config.agent_timeout_s
