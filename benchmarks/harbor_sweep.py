@@ -90,7 +90,7 @@ async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool) -
             return {**row, "outcome": "translated"}
         image = await asyncio.to_thread(builder.ensure, task)
     except UnbuildableError as exc:
-        return {**row, "outcome": "unbuildable", "reason": f"unbuildable: {exc}"}
+        return {**row, "outcome": "unbuildable", "reason": str(exc)}
     row["build"] = {"tag": image.tag, "built": image.built, "duration_s": round(image.duration_s, 3)}
     row["nop"] = await _episode(task, ["submit"])
     if task.solution_script is not None:

@@ -20,7 +20,7 @@ from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.shell import PersistentShell
 from gymfleet.envs.harbor.build import HarborImageBuilder, TaskImage
 from gymfleet.envs.harbor.grader import run_verifier
-from gymfleet.envs.harbor.task import HarborTask, load_tasks
+from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, load_tasks
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 """Two tiny tasks written here (one per layout): the family's default, for `gymfleet envs check`."""
@@ -144,11 +144,11 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         oracle agent does; then submits.
 
         Raises:
-            ValueError: the task has no solution.
+            NoSolutionError: the task has no solution.
         """
         script = instance.solution_script
         if script is None:
-            raise ValueError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
+            raise NoSolutionError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
         files = sorted(p for p in script.parent.rglob("*") if p.is_file()) if instance.layout == "harbor" else [script]
         lines = [f"mkdir -p {SOLUTION_DIR}"]
         for path in files:
