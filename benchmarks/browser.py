@@ -31,7 +31,7 @@ from gymfleet.envs.browser.env import BrowserEnv
 from gymfleet.envs.browser.gold import SOLVERS
 from gymfleet.envs.browser.miniwob import miniwob_html_dir
 from gymfleet.envs.episode import run_episode
-from gymfleet.envs.errors import GymfleetEnvError
+from gymfleet.envs.errors import EnvError
 
 TASKS = sorted(SOLVERS)
 RISE_THRESHOLD = 1.10
@@ -117,7 +117,7 @@ async def throughput(host: BrowserHost | None, n_envs: int, cfg: BenchConfig) ->
         while time.perf_counter() < deadline:
             try:
                 done.append(await play(env, f"{TASKS[(k + i) % len(TASKS)]}@{k * 1000 + i}", [], []))
-            except GymfleetEnvError as exc:  # e.g. a page that did not load in time: counted, not fatal
+            except EnvError as exc:  # e.g. a page that did not load in time: counted, not fatal
                 errors.append(str(exc)[:200])
             i += 1
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gymfleet.envs.errors import GymfleetEnvError, TaskError
+from gymfleet.envs.errors import EnvError, TaskError
 from gymfleet.envs.harbor.build import HarborImageBuilder
 from gymfleet.envs.harbor.dockerfile import UnbuildableError, logical_lines
 from gymfleet.envs.harbor.env import EXAMPLES_DIR, HarborEnv
@@ -69,7 +69,7 @@ async def _episode(task: HarborTask, actions: list[str]) -> dict[str, Any]:
             if terminated or truncated:
                 return {"reward": reward, "error": info.get("grading_error")}
         return {"reward": None, "error": "the episode did not end"}
-    except GymfleetEnvError as exc:
+    except EnvError as exc:
         return {"reward": None, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     finally:
         await env.close_async()
@@ -90,7 +90,7 @@ async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool) -
             return {**row, "outcome": "translated"}
         image = await asyncio.to_thread(builder.ensure, task)
     except UnbuildableError as exc:
-        return {**row, "outcome": "unbuildable", "reason": f"unbuildable: {exc}"}
+        return {**row, "outcome": "unbuildable", "reason": str(exc)}
     row["build"] = {"tag": image.tag, "built": image.built, "duration_s": round(image.duration_s, 3)}
     row["nop"] = await _episode(task, ["submit"])
     if task.solution_script is not None:

@@ -44,7 +44,7 @@ import psutil
 import gymfleet
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
-from gymfleet.orchestrator.records import Message, SamplingParams, Trajectory
+from gymfleet.core.records import Message, SamplingParams, Trajectory
 from gymfleet.orchestrator.scheduler import Scheduler
 from gymfleet.orchestrator.store import TrajectoryStore
 

@@ -8,17 +8,18 @@ step it, while the orchestrator awaits ``reset_async`` / ``step_async`` directly
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import gymnasium
 from gymnasium import spaces
 
-if TYPE_CHECKING:
-    from gymfleet.envs.resources import EnvResources
+from gymfleet.core.strict import StrictModel
+from gymfleet.envs.resources import EnvResources, ResourcesConfig
 
 T = TypeVar("T")
 
@@ -106,6 +107,9 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
         requires: what the env needs from the machine, by name (``sandbox``, ``docker``,
             ``local``, ``chromium``: see :data:`gymfleet.envs.needs.NEEDS`); a run leaves out,
             with the reason, a task whose needs are missing.
+        config_class: the :class:`~gymfleet.core.strict.StrictModel` of the constructor's
+            keyword arguments, checked by :meth:`check_kwargs` before any env is made (a typo
+            is refused naming the nearest key); None: the arguments are not checked ahead.
 
     Args:
         resources: the process's shared :class:`~gymfleet.envs.resources.EnvResources`
@@ -117,6 +121,7 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
     noop_action: ClassVar[str] = ""
     artifacts_kwarg: ClassVar[str | None] = None
     requires: ClassVar[frozenset[str]] = frozenset()
+    config_class: ClassVar[type[StrictModel] | None] = None
 
     observation_space: TextSpace = TextSpace()
     action_space: TextSpace = TextSpace()
@@ -135,6 +140,22 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
         """What an env made with ``kwargs`` needs (``requires``, plus what the arguments
         choose, e.g. ``sandbox: docker``). Called before any env is made."""
         return cls.requires
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Validates ``kwargs`` (as a run config gives them) against :attr:`config_class`
+        without making an env; the constructor's own object arguments (``resources``, a
+        backend or host object) are left out unless the config has a field of that name.
+
+        Raises:
+            pydantic.ValidationError: an unknown key (the message names the nearest one) or a
+                bad value, at any depth.
+        """
+        if cls.config_class is None:
+            return
+        fields = cls.config_class.model_fields
+        own = {name for name in inspect.signature(cls.__init__).parameters if name not in fields}
+        cls.config_class.model_validate({k: v for k, v in kwargs.items() if k not in own})
 
     # ---- resources ---------------------------------------------------------------------
 
@@ -162,8 +183,6 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
     def open_private_resources(self) -> AbstractAsyncContextManager[EnvResources]:
         """The resources of an env used alone: probed lazily, and keeping no idle sandbox, so
         that an episode's sandbox closes when it ends."""
-        from gymfleet.envs.resources import EnvResources, ResourcesConfig
-
         return EnvResources.open(ResourcesConfig.private(), probe=())
 
     async def close_resources(self) -> None:

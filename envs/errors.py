@@ -3,7 +3,7 @@
 Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is drawn in
 ``gymfleet/core/errors.py``)::
 
-    GymfleetEnvError                  = gymfleet.core.errors.EnvError
+    EnvError                          (gymfleet.core.errors; the env boundary's root)
     ├── SandboxError                  a sandbox could not be used (infrastructure)
     │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)
     │   ├── SandboxStartError         a sandbox did not start (image missing, limits refused)
@@ -28,11 +28,8 @@ from __future__ import annotations
 
 from gymfleet.core.errors import EnvError, SandboxError
 
-GymfleetEnvError = EnvError
-"""Base class of every error raised by gymfleet.envs (the env boundary's root)."""
-
 __all__ = [
-    "EnvCheckError", "GymfleetEnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
+    "EnvCheckError", "EnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
     "SandboxError", "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError",
     "TaskError", "UnknownEnvError",
 ]
@@ -60,27 +57,27 @@ class SandboxLostError(SandboxError):
     running is reported lost, never run again behind the caller's back."""
 
 
-class SandboxDamagedError(GymfleetEnvError):
+class SandboxDamagedError(EnvError):
     """The commands run in the sandbox broke it: it can no longer start a command (``rm -rf /``
     removed bash) or its writable space is full for the env's own files. The policy's failure,
     not infrastructure: the episode ends and is graded on what is left (normally 0)."""
 
 
-class ImageBuildError(GymfleetEnvError):
+class ImageBuildError(EnvError):
     """An image under ``images/`` failed to build."""
 
 
-class UnknownEnvError(GymfleetEnvError, KeyError):
+class UnknownEnvError(EnvError, KeyError):
     """An env id that is not registered; the message lists the known ids."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
 
 
-class EnvCheckError(GymfleetEnvError, AssertionError):
+class EnvCheckError(EnvError, AssertionError):
     """An env breaks the env contract (raised by ``check_env``); the message names the env, the
     instance, the rule and the fix. Also an AssertionError, as Gymnasium's checker raises."""
 
 
-class TaskError(GymfleetEnvError):
+class TaskError(EnvError):
     """A task folder or task instance is malformed (missing file, bad YAML)."""

@@ -16,6 +16,7 @@ under that name in its build context (pip and curl behind a TLS-inspecting proxy
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import hashlib
 import io
@@ -27,14 +28,16 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import docker
 import docker.errors
 import yaml
 from filelock import FileLock
-from pydantic import BaseModel
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import ImageBuildError
+from gymfleet.envs.resources import EnvResources, SharedResource
 
 IMAGE_REPO = "gymfleet"
 LABEL_IMAGE_NAME = "gymfleet.image.name"
@@ -49,7 +52,7 @@ _NOT_HASHED = {"README.md"}
 Log = Callable[[str], None]
 
 
-class BaseImageConfig(BaseModel):
+class BaseImageConfig(StrictModel):
     """``images/base/base.yaml``: how debootstrap makes the base rootfs."""
 
     suite: str = "bookworm"
@@ -82,7 +85,7 @@ class ImageDef:
 
 
 @dataclass(frozen=True)
-class ImageRef:
+class BuiltImage:
     """The outcome of :meth:`ImageBuilder.ensure`."""
 
     name: str
@@ -186,7 +189,7 @@ class ImageBuilder:
         except docker.errors.ImageNotFound:
             return False
 
-    def ensure(self, name: str, force: bool = False) -> ImageRef:
+    def ensure(self, name: str, force: bool = False) -> BuiltImage:
         """Builds ``name`` (and any missing parent) unless its current tag exists.
 
         Args:
@@ -203,7 +206,7 @@ class ImageBuilder:
         with lock:
             if not force and self.exists(tag):
                 self._tag_latest(name, tag)
-                return ImageRef(name, tag, built=False)
+                return BuiltImage(name, tag, built=False)
             self._log(f"building {tag}")
             image = self.definition(name)
             if image.is_base:
@@ -211,7 +214,7 @@ class ImageBuilder:
             else:
                 self._build_dockerfile(image, tag)
             self._tag_latest(name, tag)
-        return ImageRef(name, tag, built=True)
+        return BuiltImage(name, tag, built=True)
 
     def _tag_latest(self, name: str, tag: str) -> None:
         self.client.api.tag(tag, f"{IMAGE_REPO}/{name}", "latest")
@@ -340,3 +343,29 @@ def ensure_image(name: str, force: bool = False, images_dir: Path | None = None,
             build log's tail).
     """
     return ImageBuilder(images_dir=images_dir, log=log).ensure(name, force=force).tag
+
+
+class ImageTags(SharedResource):
+    """The task images' content-hash tags, each built at most once per process when missing
+    (``resources.get(ImageTags)``); concurrent callers of one image share its build."""
+
+    def __init__(self) -> None:
+        self._tags: dict[str, asyncio.Future[str]] = {}
+
+    @classmethod
+    def create(cls, resources: EnvResources) -> Self:
+        return cls()
+
+    async def tag(self, name: str) -> str:
+        """The tag of ``images/<name>`` (:func:`ensure_image` in a thread).
+
+        Raises:
+            ImageBuildError: the build failed (the next caller retries it).
+        """
+        if name not in self._tags:
+            self._tags[name] = asyncio.ensure_future(asyncio.to_thread(ensure_image, name))
+        try:
+            return await asyncio.shield(self._tags[name])
+        except Exception:
+            self._tags.pop(name, None)  # a failed build is retried by the next caller
+            raise

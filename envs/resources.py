@@ -3,9 +3,11 @@
 One object holds the sandbox backends (one Docker client and thread pool, one bubblewrap probe,
 one orphan sweep each, all done off the event loop when it opens), a warm
 :class:`~gymfleet.envs.sandbox.pool.SandboxPool` per backend that episodes lease sandboxes from,
-the reaper of every backend on its timer, one Chromium per browser kind that hands each episode
-a fresh context (:mod:`gymfleet.envs.browser.hosts`), the SWE harness with its image cache, and
-the Docker image tags of the task images. Envs receive it::
+and the reaper of every backend on its timer. Everything else a family shares per process is a
+:class:`SharedResource` it defines itself (the class is the key): ``resources.get(BrowserHosts)``
+opens the family's Chromium hosts at first use and closes them with the resources, as
+``resources.get(SWEHarnesses)``, ``resources.get(ImageTags)`` and each family's task catalogue
+(a :class:`Catalogue`) do. This module knows no family. Envs receive it::
 
     async with EnvResources.open(ResourcesConfig(), run_id="r1") as resources:
         env = make_agent_env("gymfleet/Terminal-v0", resources=resources)
@@ -21,15 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field
+from typing import Generic, Literal, Self, TypeVar
 
 from pydantic import Field
 
 from gymfleet.core.strict import StrictModel
-from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.envs.errors import SandboxClosedError, SandboxUnavailableError
 from gymfleet.envs.needs import NEEDS, PROBED, Needs, probe_backends
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker import DockerBackendConfig
@@ -37,11 +40,11 @@ from gymfleet.envs.sandbox.local import LocalBackendConfig
 from gymfleet.envs.sandbox.pool import PoolConfig, SandboxPool
 from gymfleet.envs.sandbox.reaper import reap_forever
 
-if TYPE_CHECKING:
-    from gymfleet.envs.browser.hosts import BrowserHosts
-    from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
-
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound="SharedResource")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 class ResourcesConfig(StrictModel):
@@ -76,16 +79,77 @@ class ResourceUsage:
         sandboxes_idle: warm sandboxes waiting in the pools.
         sandboxes_started: sandboxes started so far (cold starts).
         sandboxes_reused: leases served by a warm sandbox.
-        browser_contexts: browser contexts open now (one per running browser episode).
-        chromium_hosts: Chromium processes (or containers) started and alive.
+        counters: what each opened :class:`SharedResource` counts (:meth:`SharedResource.counters`),
+            summed by name: ``browser_contexts`` (one per running browser episode) and
+            ``chromium_hosts`` (Chromium processes or containers alive) from the browser family.
     """
 
     sandboxes_leased: int
     sandboxes_idle: int
     sandboxes_started: int
     sandboxes_reused: int
-    browser_contexts: int
-    chromium_hosts: int
+    counters: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def browser_contexts(self) -> int:
+        """Browser contexts open now (0 when no browser env ran)."""
+        return self.counters.get("browser_contexts", 0)
+
+    @property
+    def chromium_hosts(self) -> int:
+        """Chromium hosts started and alive (0 when no browser env ran)."""
+        return self.counters.get("chromium_hosts", 0)
+
+
+class SharedResource(ABC):
+    """Something every env of one process shares, registered by the family that needs it.
+
+    The subclass is its own key: ``resources.get(BrowserHosts)`` calls :meth:`create` at the
+    first request on those resources, returns the same object to every later one, and awaits
+    :meth:`aclose` when the resources close (in the reverse order of opening). A plugin family
+    defines its own the same way (``docs/register-env.md``); a test or a deployment may put
+    another provider in front of a key with :meth:`EnvResources.provide`.
+    """
+
+    @classmethod
+    @abstractmethod
+    def create(cls, resources: EnvResources) -> Self:
+        """Makes the resource for ``resources`` (sync and cheap: start expensive parts lazily,
+        in the resource's own async methods). Called once per resources."""
+
+    async def aclose(self) -> None:
+        """Releases what the resource holds; called once, when its resources close."""
+        return None
+
+    def counters(self) -> Mapping[str, int]:
+        """What it holds now, by name (summed into :meth:`EnvResources.usage`)."""
+        return {}
+
+
+class Catalogue(SharedResource, Generic[K, V]):
+    """Values made once per process by key: a family's parsed task catalogue, typically.
+
+    A family subclasses it with its own key and value types (the subclass is the key of
+    :meth:`EnvResources.get`)::
+
+        class TerminalTasks(Catalogue[tuple[str, tuple[str, ...]], dict[str, Task]]):
+            pass  # parsed terminal task folders by (folder, chosen ids)
+
+        tasks = resources.get(TerminalTasks).load(key, lambda: load_tasks(folder, ids))
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[K, V] = {}
+
+    @classmethod
+    def create(cls, resources: EnvResources) -> Self:
+        return cls()
+
+    def load(self, key: K, make: Callable[[], V]) -> V:
+        """The value of ``key``, made by ``make()`` at the first call (an exception is not kept)."""
+        if key not in self._values:
+            self._values[key] = make()
+        return self._values[key]
 
 
 class SandboxLease:
@@ -147,10 +211,8 @@ class EnvResources:
         self._leases: set[SandboxLease] = set()
         self._fresh_started = 0
         self._reapers: list[asyncio.Task[None]] = []
-        self._browsers: BrowserHosts | None = None
-        self._harnesses: dict[str, SWEHarness] = {}
-        self._image_tags: dict[str, asyncio.Task[str]] = {}
-        self._shared: dict[Any, Any] = {}
+        self._providers: dict[type[SharedResource], Callable[[EnvResources], SharedResource]] = {}
+        self._shared: dict[type[SharedResource], SharedResource] = {}
         self._closed = False
 
     @classmethod
@@ -235,8 +297,6 @@ class EnvResources:
             SandboxUnavailableError, SandboxStartError: no sandbox could start.
         """
         if self._closed:
-            from gymfleet.envs.errors import SandboxClosedError
-
             raise SandboxClosedError("these EnvResources were closed; open new ones")
         chosen, pool = await self.backend(backend), await self.pool(backend)
         labels = labels or SandboxLabels(run_id=self.run_id)
@@ -251,63 +311,55 @@ class EnvResources:
         self._leases.add(lease)
         return lease
 
-    # ---- browsers, SWE, images -------------------------------------------------------------
+    # ---- what families share ------------------------------------------------------------------
 
-    @property
-    def browsers(self) -> BrowserHosts:
-        """The Chromium hosts (one per kind and configuration; normally one in all)."""
-        if self._browsers is None:
-            from gymfleet.envs.browser.hosts import BrowserHosts
-
-            self._browsers = BrowserHosts(self.run_id)
-        return self._browsers
-
-    async def swe_harness(self, config: SWEHarnessConfig | None = None) -> SWEHarness:
-        """The SWE harness for ``config`` (one per distinct config, with its image cache), on
-        the shared backend.
+    def get(self, key: type[R]) -> R:
+        """The shared resource of type ``key``, made at the first call (by the provider given to
+        :meth:`provide`, else ``key.create``) and closed with these resources.
 
         Raises:
-            SandboxUnavailableError: its backend is missing.
+            SandboxClosedError: the resources were closed and ``key`` was never opened.
         """
-        from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
-
-        config = config or SWEHarnessConfig()
-        key = config.model_dump_json()
-        if key not in self._harnesses:
-            self._harnesses[key] = SWEHarness(config, await self.backend(config.sandbox_backend))
-        return self._harnesses[key]
-
-    async def image_tag(self, name: str) -> str:
-        """The content-hash tag of ``images/<name>``, built once per process when missing."""
-        if name not in self._image_tags:
-            from gymfleet.envs.images import ensure_image  # needs the docker SDK and a daemon
-
-            self._image_tags[name] = asyncio.ensure_future(asyncio.to_thread(ensure_image, name))
-        try:
-            return await asyncio.shield(self._image_tags[name])
-        except Exception:
-            self._image_tags.pop(name, None)  # a failed build is retried by the next caller
-            raise
-
-    def shared(self, key: Any, make: Callable[[], Any]) -> Any:
-        """A value made once per resources for ``key`` (parsed task catalogues and the like)."""
         if key not in self._shared:
-            self._shared[key] = make()
-        return self._shared[key]
+            if self._closed:
+                raise SandboxClosedError(f"these EnvResources were closed; {key.__name__} cannot "
+                                         "open on them: open new ones")
+            made = self._providers.get(key, key.create)(self)
+            if not isinstance(made, key):
+                raise TypeError(f"the provider of {key.__name__} made a {type(made).__name__}")
+            self._shared[key] = made
+        return self._shared[key]  # type: ignore[return-value]  # keyed by its own type above
+
+    def provide(self, key: type[R], make: Callable[[EnvResources], R]) -> None:
+        """Makes ``make(resources)`` the provider of ``key`` here (a fake in a test, a
+        deployment's own subclass); ``make`` must return an instance of ``key``.
+
+        Raises:
+            ValueError: ``key`` is open already (its users hold the first one).
+        """
+        if key in self._shared:
+            raise ValueError(f"{key.__name__} is open already on these resources; provide it first")
+        self._providers[key] = make
+
+    def opened(self, key: type[R]) -> R | None:
+        """The resource of type ``key`` if it was opened here, else None (opens nothing)."""
+        return self._shared.get(key)  # type: ignore[return-value]
 
     # ---- state -----------------------------------------------------------------------------
 
     def usage(self) -> ResourceUsage:
         """What is held now; see :class:`ResourceUsage`."""
         pools = self._pools.values()
-        browsers = self._browsers
+        counters: dict[str, int] = {}
+        for shared in self._shared.values():
+            for name, n in shared.counters().items():
+                counters[name] = counters.get(name, 0) + n
         return ResourceUsage(
             sandboxes_leased=len(self._leases),
             sandboxes_idle=sum(p.idle_count() for p in pools),
             sandboxes_started=sum(p.created for p in pools) + self._fresh_started,
             sandboxes_reused=sum(p.reused for p in pools),
-            browser_contexts=browsers.open_contexts() if browsers else 0,
-            chromium_hosts=browsers.n_hosts() if browsers else 0,
+            counters=counters,
         )
 
     async def _probe(self, names: Iterable[str]) -> None:
@@ -325,8 +377,8 @@ class EnvResources:
                 reap_forever(backend, self.config.reap_every_s), name=f"gymfleet-reaper-{name}"))
 
     async def aclose(self) -> None:
-        """Closes the pools (idle sandboxes), the browsers and the probed backends. Idempotent;
-        sandboxes still leased are closed when released."""
+        """Closes the pools (idle sandboxes), the shared resources (newest first) and the probed
+        backends. Idempotent; sandboxes still leased are closed when released."""
         if self._closed:
             return
         self._closed = True
@@ -334,8 +386,11 @@ class EnvResources:
             task.cancel()
         await asyncio.gather(*self._reapers, return_exceptions=True)
         await asyncio.gather(*(pool.close() for pool in self._pools.values()))
-        if self._browsers is not None:
-            await self._browsers.close()
+        for key, shared in reversed(self._shared.items()):
+            try:
+                await shared.aclose()
+            except Exception:  # one resource's failure must not leak the others
+                log.exception("closing the shared %s failed", key.__name__)
         for name, backend in self._needs.backends.items():
             close = getattr(backend, "close", None)
             if name not in self._given and close is not None:

@@ -27,27 +27,28 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic
 
-from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar  # a TypeVar with a default (PEP 696; typing has it from 3.13)
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.actions import Command, Word, bash_block, parse_fenced_action
 from gymfleet.envs.base import AgentEnv, Policy, ScriptedPolicy
 from gymfleet.envs.errors import SandboxDamagedError
+from gymfleet.envs.images import ImageTags
 from gymfleet.envs.info import add_volatile, merge_info
 from gymfleet.envs.resources import EnvResources, ResourcesConfig, SandboxLease
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
 InstanceT = TypeVar("InstanceT")
+StateT = TypeVar("StateT", default=dict[str, Any])
 Step = tuple[str, float, bool, bool, dict[str, Any]]
 
 SUBMIT = "submit"
 
 
-class SandboxEnvConfig(BaseModel):
+class SandboxEnvConfig(StrictModel):
     """Arguments every sandbox env takes; a subclass's config extends it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sandbox: str = "auto"
     """Sandbox backend: ``auto`` (the resources' choice: Docker when a daemon answers, else
@@ -57,11 +58,14 @@ class SandboxEnvConfig(BaseModel):
 
 
 @dataclass
-class SandboxEpisode(Generic[InstanceT]):
+class SandboxEpisode(Generic[InstanceT, StateT]):
     """One episode's state.
 
     Attributes:
-        state: what a subclass keeps per episode (a shell, counters).
+        state: what a subclass keeps per episode, as its own record (``TerminalEnv``'s
+            ``TerminalState``: the scratch folder, the shell, the command time used), set by its
+            :meth:`SandboxEnv.prepare`; an env that declares no ``StateT`` gets an empty dict.
+        caller_max_turns: the caller's turn limit (``reset`` option ``max_turns``), None if none.
     """
 
     instance_id: str
@@ -70,7 +74,8 @@ class SandboxEpisode(Generic[InstanceT]):
     rollout_id: str
     turn: int = 0
     done: bool = False
-    state: dict[str, Any] = field(default_factory=dict)
+    state: StateT = field(default_factory=dict)  # type: ignore[assignment]  # prepare() sets a family's record
+    caller_max_turns: int | None = None
 
     @property
     def sandbox(self) -> Sandbox:
@@ -87,9 +92,13 @@ class Graded:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class SandboxEnv(AgentEnv, Generic[InstanceT]):
+class SandboxEnv(AgentEnv, Generic[InstanceT, StateT]):
     """Base of sandbox-backed envs; see the module docstring. Subclasses document themselves as
     every AgentEnv does.
+
+    Type parameters: ``InstanceT`` the instances, ``StateT`` the record of an episode's own state
+    (``SandboxEnv[Task, TerminalState]``), which :meth:`prepare` puts in ``ep.state``; without
+    it, ``ep.state`` is a dict.
 
     Class attributes:
         config_class: the pydantic model of the constructor's keyword arguments.
@@ -122,7 +131,7 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         self._backend_object = None if isinstance(sandbox, str) else sandbox
         self.config = self.config_class(sandbox=sandbox if isinstance(sandbox, str) else sandbox.name,
                                         **kwargs)
-        self._episode: SandboxEpisode[InstanceT] | None = None
+        self._episode: SandboxEpisode[InstanceT, StateT] | None = None
 
     @classmethod
     def requirements(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
@@ -142,12 +151,13 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         """The sandbox ``instance`` runs in on ``backend`` (see :meth:`image`)."""
 
     @abstractmethod
-    async def prepare(self, ep: SandboxEpisode[InstanceT]) -> tuple[str, dict[str, Any]]:
-        """Sets the leased sandbox up for the episode; returns the first observation and
-        extra ``info``. Raising releases (discards) the sandbox."""
+    async def prepare(self, ep: SandboxEpisode[InstanceT, StateT]) -> tuple[str, dict[str, Any]]:
+        """Sets the leased sandbox up for the episode and puts the env's state record in
+        ``ep.state``; returns the first observation and extra ``info``. Raising releases
+        (discards) the sandbox."""
 
     @abstractmethod
-    async def grade(self, ep: SandboxEpisode[InstanceT], why: str) -> Graded:
+    async def grade(self, ep: SandboxEpisode[InstanceT, StateT], why: str) -> Graded:
         """Grades the end state; ``why`` says how the episode ended (for the observation).
         The sandbox is released right after (a subclass may release it earlier)."""
 
@@ -157,29 +167,29 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
 
     # ---- what a subclass may change ------------------------------------------------------
 
-    def max_turns(self, ep: SandboxEpisode[InstanceT]) -> int | None:
+    def max_turns(self, ep: SandboxEpisode[InstanceT, StateT]) -> int | None:
         """Turns after which the episode is graded and truncated; None: no limit of its own."""
         return None
 
-    def over_budget(self, ep: SandboxEpisode[InstanceT]) -> str | None:
+    def over_budget(self, ep: SandboxEpisode[InstanceT, StateT]) -> str | None:
         """Checked after each turn: why the episode must end now (a time budget), or None."""
         return None
 
-    def step_info(self, ep: SandboxEpisode[InstanceT]) -> dict[str, Any]:
+    def step_info(self, ep: SandboxEpisode[InstanceT, StateT]) -> dict[str, Any]:
         """The ``info`` every step starts from."""
         return {"instance_id": ep.instance_id, "turn": ep.turn}
 
-    async def command(self, ep: SandboxEpisode[InstanceT], script: str, info: dict[str, Any]) -> str:
+    async def command(self, ep: SandboxEpisode[InstanceT, StateT], script: str, info: dict[str, Any]) -> str:
         """Runs the agent's bash block; returns the observation (and fills ``info``)."""
         result = await ep.sandbox.exec(script, timeout_s=60.0)
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
         return f"exit code {result.exit_code}\n{result.stdout}{result.stderr}"
 
-    async def word(self, ep: SandboxEpisode[InstanceT], word: str, info: dict[str, Any]) -> str:
+    async def word(self, ep: SandboxEpisode[InstanceT, StateT], word: str, info: dict[str, Any]) -> str:
         """Handles a control word of ``words``; returns the observation."""
         raise NotImplementedError(f"{type(self).__name__} lists {word!r} in words but does not handle it")
 
-    def malformed(self, ep: SandboxEpisode[InstanceT], reason: str) -> str:
+    def malformed(self, ep: SandboxEpisode[InstanceT, StateT], reason: str) -> str:
         """The observation after a turn that broke the format."""
         return reason
 
@@ -193,10 +203,10 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
             return name
         if backend != "docker":
             return f"gymfleet/{name}:latest"
-        return await (await self.env_resources()).image_tag(name)
+        return await (await self.env_resources()).get(ImageTags).tag(name)
 
     @property
-    def episode(self) -> SandboxEpisode[InstanceT] | None:
+    def episode(self) -> SandboxEpisode[InstanceT, StateT] | None:
         """The episode in progress (or just ended), else None."""
         return self._episode
 
@@ -238,9 +248,9 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         lease = await resources.lease(spec, backend=backend, fresh=self.fresh_sandbox,
                                       labels=SandboxLabels(run_id=resources.run_id, rollout_id=rollout_id))
         acquire_s = time.monotonic() - started
-        ep = SandboxEpisode(instance_id, instance, lease, rollout_id)
+        ep: SandboxEpisode[InstanceT, StateT] = SandboxEpisode(instance_id, instance, lease, rollout_id)
         if options and options.get("max_turns") is not None:  # the caller's turn limit (a run's task)
-            ep.state["caller_max_turns"] = int(options["max_turns"])
+            ep.caller_max_turns = int(options["max_turns"])
         try:
             observation, extra = await self.prepare(ep)
         except BaseException:
@@ -307,7 +317,7 @@ class SandboxEnv(AgentEnv, Generic[InstanceT]):
         index = seed if seed is not None else int(self.np_random.integers(len(ids)))
         return ids[index % len(ids)]
 
-    async def _finish(self, ep: SandboxEpisode[InstanceT], why: str, info: dict[str, Any], *,
+    async def _finish(self, ep: SandboxEpisode[InstanceT, StateT], why: str, info: dict[str, Any], *,
                       truncated: bool) -> Step:
         failed = True
         try:

@@ -28,7 +28,7 @@ enough that peers on one run share the tail of the work."""
 MAX_POLL_S = 1.0
 
 
-class Claimer:
+class SampleClaimer:
     """Claims and renews one scheduler's samples.
 
     Args:

@@ -24,7 +24,7 @@ from gymfleet.orchestrator.parity import ParityConfig
 from gymfleet.orchestrator.router import RouterConfig
 
 __all__ = [
-    "AutoMixConfig", "ConfigError", "PolicyConfig", "RunConfig", "ShutdownConfig", "TaskConfig",
+    "AutoMixConfig", "PolicyConfig", "RunConfig", "ShutdownConfig", "TaskConfig",
     "apply_override", "load_run_config", "read_config_document", "validation_problems",
 ]
 

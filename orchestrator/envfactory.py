@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import importlib
 
+import gymnasium
+from pydantic import ValidationError
+
+from gymfleet.core.strict import validation_problems
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.errors import UnknownEnvError
 from gymfleet.envs.registry import env_class, make_agent_env
 from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator.config import TaskConfig
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.rollout import EnvFactory
 
 
@@ -54,12 +58,33 @@ def env_factory(task: TaskConfig, resources: EnvResources | None = None) -> EnvF
 
 
 def task_needs(task: TaskConfig) -> frozenset[str]:
-    """What ``task``'s env needs from the machine (``AgentEnv.requirements`` of its kwargs).
+    """What ``task``'s env needs from the machine (``AgentEnv.requirements`` of its kwargs),
+    once its ``env_kwargs`` are checked (:func:`check_env_kwargs`).
 
     Raises:
-        ConfigError: the env id is unknown or its module cannot be imported.
+        ConfigError: the env id is unknown, its module cannot be imported, or its
+            ``env_kwargs`` do not fit the env.
     """
-    return _agent_env_class(task).requirements(task.env_kwargs)
+    env_cls = _agent_env_class(task)
+    check_env_kwargs(task, env_cls)
+    return env_cls.requirements(task.env_kwargs)
+
+
+def check_env_kwargs(task: TaskConfig, env_cls: type[AgentEnv] | None = None) -> None:
+    """Checks ``task.env_kwargs`` (over the registered defaults) against the env's config model
+    (``AgentEnv.check_kwargs``) without making an env, so that a typo at any depth is refused
+    on any machine, before anything is opened.
+
+    Raises:
+        ConfigError: one line, e.g. ``task swe: env_kwargs.harness: unknown key 'timout_s': did
+            you mean 'timeout_s'?``; or as :func:`task_needs`.
+    """
+    env_cls = env_cls or _agent_env_class(task)
+    defaults = gymnasium.spec(task.registered_id).kwargs
+    try:
+        env_cls.check_kwargs({**defaults, **task.env_kwargs})
+    except ValidationError as exc:
+        raise ConfigError(f"task {task.name}: {validation_problems(exc, root='env_kwargs')}") from None
 
 
 def unmet_needs(task: TaskConfig, resources: EnvResources) -> list[str]:

@@ -3,8 +3,8 @@ inference layer's in ``engines/errors.py``).
 
 Class tree (the whole tree is drawn in ``gymfleet/core/errors.py``)::
 
-    GymfleetError (= OrchestratorError)
-    ├── ConfigError          a run config that cannot be used (names the field and the fix)
+    GymfleetError            (gymfleet/core/errors.py)
+    ├── ConfigError          a run config that cannot be used (gymfleet/core/errors.py)
     └── InferenceError
         ├── PolicyError      the policy produced something unusable -> rollout status policy_error
         └── EngineError      an inference engine failed or is unreachable -> infra_error
@@ -15,12 +15,9 @@ boundary and records it on the trajectory (status and reason).
 
 from __future__ import annotations
 
-from gymfleet.core.errors import ConfigError, GymfleetError, InferenceError
+from gymfleet.core.errors import InferenceError
 
-OrchestratorError = GymfleetError
-"""Kept as a name: every orchestrator error is a GymfleetError."""
-
-__all__ = ["ConfigError", "EngineError", "OrchestratorError", "PolicyError"]
+__all__ = ["EngineError", "PolicyError"]
 
 
 class PolicyError(InferenceError):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
-from gymfleet.orchestrator.claimer import Claimer
+from gymfleet.orchestrator.claimer import SampleClaimer
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.mix import TaskMix
@@ -93,7 +93,7 @@ class Scheduler:
         self._budget_spent = False
         self._fatal: Exception | None = None
         """What made the run stop at once (a store or metrics file that cannot be written)."""
-        self.claimer = Claimer(store, config)
+        self.claimer = SampleClaimer(store, config)
         """Claims this scheduler's samples from the store and keeps them leased."""
         self.group_budget: int | None = None
         """Groups still to create (lock-step training hands out one step's worth at a time);

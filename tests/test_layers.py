@@ -83,6 +83,11 @@ def test_the_heldout_evaluation_never_imports_the_job() -> None:
     assert {i for i in _imports(MODULES["gymfleet.run.heldout"]) if _within(i, "gymfleet.run.job")} == set()
 
 
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "gymfleet.envs")))
+def test_envs_never_import_the_orchestrator(module: str) -> None:
+    assert {i for i in _imports(MODULES[module]) if _within(i, "gymfleet.orchestrator")} == set()
+
+
 def _targets(module: str, path: Path) -> set[str]:
     """The package's modules ``module`` imports, wherever the import statement is (a function,
     ``if TYPE_CHECKING:``): ``from P import N`` is module ``P.N`` when that is one, else ``P``;
@@ -104,35 +109,10 @@ def _circles() -> list[frozenset[str]]:
     return [frozenset(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
 
 
-KNOWN_CIRCLES = {
-    "envs/sandbox": frozenset({"gymfleet.envs.sandbox.docker", "gymfleet.envs.sandbox.docker_sandbox"}),
-    "envs/slides": frozenset({"gymfleet.envs.slides.brief", "gymfleet.envs.slides.checks"}),
-    "trainer": frozenset({"gymfleet.trainer.learner", "gymfleet.trainer.signal"}),
-}
-"""Circles issue 21 names whose fix is the env side's (h21a), by the pair that closes each; each is
-an expected failure below until it is gone. No other circle is allowed."""
-
-
-def _known(circle: frozenset[str]) -> str | None:
-    """The known circle ``circle`` is (it holds that pair and stays inside the pair's package)."""
-    for name, pair in KNOWN_CIRCLES.items():
-        package = min(pair).rsplit(".", 1)[0] + "."
-        if pair <= circle and all(m.startswith(package) for m in circle):
-            return name
-    return None
-
-
 def test_no_import_circle_in_the_package() -> None:
     """Modules that import each other (directly or round a longer loop), counting imports inside
     functions and under TYPE_CHECKING, which hide a circle from Python but not from a reader."""
-    assert [sorted(c) for c in _circles() if _known(c) is None] == []
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(
-    reason=f"issue 21: the {name} import circle (h21a's part of the issue)", strict=False))
-    for name in KNOWN_CIRCLES])
-def test_the_known_circles_are_gone(name: str) -> None:
-    assert [sorted(c) for c in _circles() if _known(c) == name] == []
+    assert [sorted(c) for c in _circles()] == []
 
 
 def test_the_circle_finder_sees_imports_inside_functions_and_type_checking(tmp_path: Path) -> None:

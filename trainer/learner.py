@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 from pydantic import Field
 
 from gymfleet.core.models import ModelSpec, load_causal_lm
-from gymfleet.core.records import ClaimedGroup, Trajectory
+from gymfleet.core.records import Trajectory
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.core.strict import StrictModel
 from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate
@@ -34,7 +34,7 @@ from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketError
 from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_learner_state
 from gymfleet.trainer.loss import LossConfig, policy_loss
-from gymfleet.trainer.signal import DynamicSamplingConfig, StepClaimer
+from gymfleet.trainer.signal import DynamicSamplingConfig, GroupSource, StepClaimer
 
 log = logging.getLogger(__name__)
 
@@ -88,19 +88,6 @@ class LearnerConfig(StrictModel):
     claim_lease_s: float = 900.0
     """Seconds a claim holds before the store hands the group to another learner; must exceed
     ``publish_every`` steps."""
-
-
-@runtime_checkable
-class GroupSource(Protocol):
-    """Where the learner gets complete groups (the trajectory store)."""
-
-    async def claim_groups(self, n: int, claimer: str, lease_s: float) -> list[ClaimedGroup]:
-        """Called once per step: atomically claims up to ``n`` complete, unconsumed groups."""
-        ...
-
-    async def ack_groups(self, group_ids: list[str], claimer: str) -> None:
-        """Called after a publish committed: marks the groups consumed (idempotent)."""
-        ...
 
 
 @dataclass

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -27,13 +27,23 @@ from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.core.strict import StrictModel
 from gymfleet.trainer.batch import GroupFilterStats, repair_groups
 
-if TYPE_CHECKING:
-    from gymfleet.trainer.learner import GroupSource
-
 log = logging.getLogger(__name__)
 
 REFILL_POLL_S = 0.2
 """Seconds between two refill claims that found no complete group."""
+
+
+@runtime_checkable
+class GroupSource(Protocol):
+    """Where the learner gets complete groups (the trajectory store)."""
+
+    async def claim_groups(self, n: int, claimer: str, lease_s: float) -> list[ClaimedGroup]:
+        """Called once per step: atomically claims up to ``n`` complete, unconsumed groups."""
+        ...
+
+    async def ack_groups(self, group_ids: list[str], claimer: str) -> None:
+        """Called after a publish committed: marks the groups consumed (idempotent)."""
+        ...
 
 
 class DynamicSamplingConfig(StrictModel):

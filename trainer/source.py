@@ -1,4 +1,4 @@
-"""StoreGroupSource: the learner's :class:`~gymfleet.trainer.learner.GroupSource` over the trajectory store."""
+"""StoreGroupSource: the learner's :class:`~gymfleet.trainer.signal.GroupSource` over the trajectory store."""
 
 from __future__ import annotations
 

@@ -24,8 +24,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.browser.errors import BrowserStartError
 from gymfleet.envs.errors import SandboxUnavailableError
 from gymfleet.envs.sandbox.base import SandboxLabels, owner_labels
@@ -53,7 +54,7 @@ def _default_chromium() -> str:
     return os.environ.get("GYMFLEET_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
-class ChromiumConfig(BaseModel):
+class ChromiumConfig(StrictModel):
     """How to start Chromium."""
 
     executable_path: str = Field(default_factory=_default_chromium)

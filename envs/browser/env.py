@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
 from gymfleet.envs.browser.actions import GRAMMAR, parse_action, run_action
 from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig
 from gymfleet.envs.browser.errors import BrowserActionError, BrowserStartError, BrowserTaskError, NoGoldPolicyError
 from gymfleet.envs.browser.gold import gold_first
 from gymfleet.envs.browser.guard import PageGuard
+from gymfleet.envs.browser.hosts import BrowserHosts
 from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
 from gymfleet.envs.browser.page_text import PageView, clean_data, observation_text, snapshot_nodes
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
@@ -52,10 +54,10 @@ _NAVIGATED = ("Execution context was destroyed", "Cannot find context with speci
               "Frame was detached", "navigating and changing the content")
 
 
-class BrowserEnvConfig(BaseModel):
+class BrowserEnvConfig(StrictModel):
     """Arguments of :class:`BrowserEnv` (strings from the command line are coerced)."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     tasks: list[str | BrowserTask] | None = None
     """MiniWoB task names or task objects this env plays, in ``instance_ids()`` order; None
@@ -141,11 +143,12 @@ class BrowserEnv(AgentEnv):
     noop_action: ClassVar[str] = "noop()"
     artifacts_kwarg: ClassVar[str | None] = "screenshots_dir"
     requires: ClassVar[frozenset[str]] = frozenset({"chromium"})
+    config_class: ClassVar[type[BrowserEnvConfig]] = BrowserEnvConfig
 
     def __init__(self, host: BrowserHost | None = None, resources: EnvResources | None = None,
                  **kwargs: Any) -> None:
         super().__init__(resources)
-        self.config = BrowserEnvConfig(**kwargs)
+        self.config = self.config_class(**kwargs)
         self.tasks = self._build_tasks(self.config.tasks)
         self._given_host = host
         self._host: BrowserHost | None = host
@@ -225,7 +228,7 @@ class BrowserEnv(AgentEnv):
         if self._given_host is not None:
             self._context = await (await self._given_host.start()).new_context(**options)
         else:
-            hosts = (await self.env_resources()).browsers
+            hosts = (await self.env_resources()).get(BrowserHosts)
             pages = (miniwob_html_dir(), *self.config.pages_dirs)
             self._host = await hosts.host(self.config.sandbox, self.config.chromium, pages)
             self._context = await hosts.new_context(self._host, **options)

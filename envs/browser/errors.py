@@ -2,7 +2,7 @@
 
 Class tree::
 
-    GymfleetEnvError                      (gymfleet.envs.errors)
+    EnvError                      (gymfleet.envs.errors)
     ├── SandboxError
     │   └── BrowserStartError             Chromium did not start or could not be reached (infrastructure)
     ├── TaskError
@@ -17,7 +17,7 @@ Action errors never leave the env: it answers them with an observation that says
 
 from __future__ import annotations
 
-from gymfleet.envs.errors import GymfleetEnvError, SandboxError, TaskError
+from gymfleet.envs.errors import EnvError, SandboxError, TaskError
 
 
 class BrowserStartError(SandboxError):
@@ -32,7 +32,7 @@ class NoGoldPolicyError(TaskError, NotImplementedError):
     """The current task has no scripted gold policy."""
 
 
-class BrowserActionError(GymfleetEnvError):
+class BrowserActionError(EnvError):
     """An action the env could not carry out; turned into an observation, never raised to callers."""
 
 

@@ -1,4 +1,4 @@
-"""The Chromium hosts of one :class:`~gymfleet.envs.resources.EnvResources`.
+"""The Chromium hosts of one :class:`~gymfleet.envs.resources.EnvResources` (``resources.get(BrowserHosts)``).
 
 One started :class:`~gymfleet.envs.browser.chromium.BrowserHost` per browser kind and Chromium
 configuration (the MiniWoB, URL-task and slides envs all use the default one, so a process runs
@@ -10,8 +10,9 @@ that died is started again at the next context.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from gymfleet.envs.browser.chromium import (
     HOSTS,
@@ -21,11 +22,13 @@ from gymfleet.envs.browser.chromium import (
     docker_ready,
 )
 from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox.base import SandboxLabels
 
 
-class BrowserHosts:
-    """Started Chromium hosts by (kind, configuration), and the contexts open on them.
+class BrowserHosts(SharedResource):
+    """Started Chromium hosts by (kind, configuration), and the contexts open on them: the
+    browser family's shared resource, closed with the resources.
 
     Args:
         run_id: labels a Docker host's container (so the reaper finds it if this process dies).
@@ -37,6 +40,10 @@ class BrowserHosts:
         self._auto: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._contexts: set[Any] = set()
+
+    @classmethod
+    def create(cls, resources: EnvResources) -> Self:
+        return cls(resources.run_id)
 
     async def host(self, kind: str = "local", chromium: ChromiumConfig | None = None,
                    pages_dirs: tuple[Path, ...] = ()) -> BrowserHost:
@@ -89,11 +96,17 @@ class BrowserHosts:
         """Hosts whose Chromium is running."""
         return sum(1 for host in self._hosts.values() if host.running)
 
+    def counters(self) -> Mapping[str, int]:
+        return {"browser_contexts": self.open_contexts(), "chromium_hosts": self.n_hosts()}
+
     async def close(self) -> None:
         """Closes every host (and with it every context). Idempotent."""
         hosts, self._hosts = list(self._hosts.values()), {}
         self._contexts.clear()
         await asyncio.gather(*(host.close() for host in hosts), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.close()
 
     async def _resolve(self, kind: str, chromium: ChromiumConfig) -> str:
         if kind != "auto":

@@ -25,7 +25,15 @@ from gymfleet.envs.errors import ImageBuildError
 
 
 class UnbuildableError(ImageBuildError):
-    """The task's image cannot be built here; ``str()`` is the one-line reason."""
+    """The task's image cannot be built here; ``str()`` is one line, ``unbuildable: <reason>``.
+
+    Attributes:
+        reason: the reason alone.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = " ".join(reason.split())
+        super().__init__(f"unbuildable: {self.reason}")
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypeAlias
 
 from pydantic import Field, field_validator
 
 from gymfleet.envs.actions import bash_block
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources, SharedResource
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.terminal import prompts
@@ -19,12 +20,43 @@ from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.shell import PersistentShell
 from gymfleet.envs.harbor.build import HarborImageBuilder, TaskImage
 from gymfleet.envs.harbor.grader import run_verifier
-from gymfleet.envs.harbor.task import HarborTask, load_tasks
+from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, load_tasks
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 """Two tiny tasks written here (one per layout): the family's default, for `gymfleet envs check`."""
 SOLUTION_DIR = "/solution"
 NO_INTERNET_NOTE = "the task allows internet; gymfleet sandboxes run without network"
+
+
+class HarborTasks(Catalogue[tuple[str, tuple[str, ...]], dict[str, HarborTask]]):
+    """Parsed Harbor task folders by (path, chosen ids), once per process (``resources.get(HarborTasks)``)."""
+
+
+class HarborBuilder(SharedResource):
+    """The process's one :class:`HarborImageBuilder` (it keeps no per-task state)."""
+
+    def __init__(self) -> None:
+        self.builder = HarborImageBuilder()
+
+    @classmethod
+    def create(cls, resources: EnvResources) -> Self:
+        return cls()
+
+
+@dataclass
+class HarborState:
+    """What a Harbor episode keeps besides its sandbox.
+
+    Attributes:
+        shell: the persistent shell the agent's commands run in.
+        agent_time_s: seconds of command time used so far (against the task's agent timeout).
+    """
+
+    shell: PersistentShell
+    agent_time_s: float = 0.0
+
+
+Episode: TypeAlias = SandboxEpisode[HarborTask, HarborState]
 
 
 class HarborEnvConfig(SandboxEnvConfig):
@@ -50,7 +82,7 @@ class HarborEnvConfig(SandboxEnvConfig):
         return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
 
 
-class HarborEnv(SandboxEnv[HarborTask]):
+class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     """Community task folders (Harbor's ``task.toml`` layout or Terminal-Bench 1's ``task.yaml``).
 
     ## Description
@@ -94,11 +126,10 @@ class HarborEnv(SandboxEnv[HarborTask]):
                  **kwargs: Any) -> None:
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
-        key = ("harbor-tasks", str(cfg.path), tuple(cfg.task_ids or ()))
+        key = (str(cfg.path), tuple(cfg.task_ids or ()))
         load = lambda: load_tasks(cfg.path, cfg.task_ids)  # noqa: E731
-        self.tasks: dict[str, HarborTask] = resources.shared(key, load) if resources else load()
-        self._builder: HarborImageBuilder = (resources.shared(("harbor-builder",), HarborImageBuilder)
-                                             if resources else HarborImageBuilder())
+        self.tasks: dict[str, HarborTask] = resources.get(HarborTasks).load(key, load) if resources else load()
+        self._builder = resources.get(HarborBuilder).builder if resources else HarborImageBuilder()
         self._images: dict[str, TaskImage] = {}
 
     @property
@@ -113,11 +144,11 @@ class HarborEnv(SandboxEnv[HarborTask]):
         oracle agent does; then submits.
 
         Raises:
-            ValueError: the task has no solution.
+            NoSolutionError: the task has no solution.
         """
         script = instance.solution_script
         if script is None:
-            raise ValueError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
+            raise NoSolutionError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
         files = sorted(p for p in script.parent.rglob("*") if p.is_file()) if instance.layout == "harbor" else [script]
         lines = [f"mkdir -p {SOLUTION_DIR}"]
         for path in files:
@@ -127,7 +158,7 @@ class HarborEnv(SandboxEnv[HarborTask]):
         lines.append(f"bash {SOLUTION_DIR}/{script.name}")
         return [bash_block("\n".join(lines)), "submit"]
 
-    def max_turns(self, ep: SandboxEpisode[HarborTask]) -> int:
+    def max_turns(self, ep: Episode) -> int:
         return self.config.max_agent_turns
 
     async def task_image(self, instance: HarborTask) -> TaskImage:
@@ -146,10 +177,10 @@ class HarborEnv(SandboxEnv[HarborTask]):
                            cpus=instance.cpus, memory_mb=instance.memory_mb, disk_mb=instance.storage_mb,
                            pids_limit=self.config.pids_limit, max_output_bytes=self.config.max_output_bytes)
 
-    async def prepare(self, ep: SandboxEpisode[HarborTask]) -> tuple[str, dict[str, Any]]:
+    async def prepare(self, ep: Episode) -> tuple[str, dict[str, Any]]:
         task = ep.instance
         image = self._images[task.name]
-        ep.state.update(shell=PersistentShell(ep.sandbox, "/tmp/.gymfleet"), agent_time_s=0.0)
+        ep.state = HarborState(PersistentShell(ep.sandbox, "/tmp/.gymfleet"))
         info: dict[str, Any] = {"layout": task.layout, "image": image.tag, "base_substitution": image.base_substitution,
                                 "max_turns": self.config.max_agent_turns, "network": False}
         if task.allow_internet:
@@ -159,24 +190,24 @@ class HarborEnv(SandboxEnv[HarborTask]):
                        "There is no network.)")
         return observation, info
 
-    async def command(self, ep: SandboxEpisode[HarborTask], script: str, info: dict[str, Any]) -> str:
-        budget_s = ep.instance.agent_timeout_s - ep.state["agent_time_s"]
-        result = await ep.state["shell"].run(script, timeout_s=min(self.config.command_timeout_s, budget_s))
-        ep.state["agent_time_s"] += result.duration_s
+    async def command(self, ep: Episode, script: str, info: dict[str, Any]) -> str:
+        budget_s = ep.instance.agent_timeout_s - ep.state.agent_time_s
+        result = await ep.state.shell.run(script, timeout_s=min(self.config.command_timeout_s, budget_s))
+        ep.state.agent_time_s += result.duration_s
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
         return prompts.command_observation(result, ep.turn, self.config.max_agent_turns)
 
-    def malformed(self, ep: SandboxEpisode[HarborTask], reason: str) -> str:
+    def malformed(self, ep: Episode, reason: str) -> str:
         return prompts.malformed_observation(reason, ep.turn, self.config.max_agent_turns)
 
-    def over_budget(self, ep: SandboxEpisode[HarborTask]) -> str | None:
+    def over_budget(self, ep: Episode) -> str | None:
         limit_s = ep.instance.agent_timeout_s
-        return f"Agent timeout ({limit_s:g} s) used up." if ep.state["agent_time_s"] >= limit_s else None
+        return f"Agent timeout ({limit_s:g} s) used up." if ep.state.agent_time_s >= limit_s else None
 
-    async def grade(self, ep: SandboxEpisode[HarborTask], why: str) -> Graded:
+    async def grade(self, ep: Episode, why: str) -> Graded:
         report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir)
         outcome = f"grading error: {report.error}" if report.error else f"verifier reward {report.reward:g}"
-        info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state["agent_time_s"], 3)}
+        info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state.agent_time_s, 3)}
         if report.error:
             info["grading_error"] = report.error
         return Graded(report.reward, f"{why} Reward {report.reward:g} ({outcome}).", info)

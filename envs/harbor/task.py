@@ -32,6 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gymfleet.envs.errors import TaskError
 
 
+class NoSolutionError(TaskError, NotImplementedError):
+    """The task has no solution script, so no gold policy (``check_env`` skips such tasks)."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

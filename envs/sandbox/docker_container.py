@@ -18,7 +18,8 @@ import tarfile
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import docker
 import docker.errors
@@ -204,3 +205,39 @@ def build_hint(image: str) -> str:
     if match:
         return f"build it with `gymfleet images build {match.group(1)}`"
     return f"pull or build it (`docker pull {image}`)"
+
+
+T = TypeVar("T")
+
+
+class _KillGrace(Protocol):
+    @property
+    def kill_grace_s(self) -> float: ...
+
+
+class DockerHost(Protocol):
+    """What a :class:`DockerSandbox` needs of its backend
+    (:class:`~gymfleet.envs.sandbox.docker.DockerBackend` is the one; a Protocol, so that this
+    module does not import the backend that imports it)."""
+
+    @property
+    def config(self) -> _KillGrace:
+        """The backend's settings; ``kill_grace_s`` bounds the wait for a killed command."""
+        ...
+
+    @property
+    def storage(self) -> StorageFacts:
+        """What the daemon's storage driver supports (disk limits)."""
+        ...
+
+    def client(self) -> docker.DockerClient:
+        """The shared Docker client."""
+        ...
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Runs a blocking docker SDK call on the backend's thread pool."""
+        ...
+
+    async def sweep_once(self) -> None:
+        """Removes orphaned containers once per backend, before the first start."""
+        ...

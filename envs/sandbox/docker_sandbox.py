@@ -17,7 +17,7 @@ import posixpath
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from docker.models.containers import Container
 
@@ -30,7 +30,7 @@ from gymfleet.envs.errors import (
 )
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_changes import changed_paths, outside
-from gymfleet.envs.sandbox.docker_container import create_container
+from gymfleet.envs.sandbox.docker_container import DockerHost, create_container
 from gymfleet.envs.sandbox.docker_errors import (
     NOT_RERUN,
     ContainerState,
@@ -52,9 +52,6 @@ from gymfleet.envs.sandbox.docker_exec import (
 from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
 from gymfleet.envs.sandbox.docker_seal import copy_folder
 from gymfleet.envs.sandbox.docker_seal import stop_processes as _stop_all
-
-if TYPE_CHECKING:
-    from gymfleet.envs.sandbox.docker import DockerBackend
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +78,7 @@ class _NoProcessError(Exception):
 class DockerSandbox:
     """One container. Use as ``async with backend.create(spec, labels) as sb``."""
 
-    def __init__(self, backend: DockerBackend, spec: SandboxSpec, labels: SandboxLabels) -> None:
+    def __init__(self, backend: DockerHost, spec: SandboxSpec, labels: SandboxLabels) -> None:
         self.spec = spec
         self.labels = labels
         self._backend = backend

@@ -23,15 +23,13 @@ import io
 import posixpath
 import tarfile
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from docker.models.containers import Container
 
 from gymfleet.envs.errors import SandboxDamagedError
+from gymfleet.envs.sandbox.docker_container import DockerHost
 from gymfleet.envs.sandbox.docker_errors import docker_errors
-
-if TYPE_CHECKING:
-    from gymfleet.envs.sandbox.docker import DockerBackend
 
 KILL_SIGNAL = "SIGUSR2"
 """The signal whose handler in PID 1 kills every other process of the container."""
@@ -52,7 +50,7 @@ def survivors(container: Container, init_host_pid: int) -> list[str]:
     return found
 
 
-async def stop_processes(backend: DockerBackend, container: Container) -> list[str]:
+async def stop_processes(backend: DockerHost, container: Container) -> list[str]:
     """Kills every process in ``container`` but PID 1 and waits until the host sees none.
 
     Returns:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from importlib import resources
 from pathlib import Path
 
@@ -9,6 +11,14 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from gymfleet.envs.slides.errors import BriefError
+
+
+def normalize(text: str) -> str:
+    """Lower case, accents dropped, every run of non-alphanumerics one space: how a brief's
+    points are matched against a slide's text."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return " ".join(re.findall(r"[^\W_]+", text))
 
 
 class Brief(BaseModel):
@@ -31,8 +41,6 @@ class Brief(BaseModel):
     @field_validator("points")
     @classmethod
     def _points_have_words(cls, points: list[str]) -> list[str]:
-        from gymfleet.envs.slides.checks import normalize
-
         empty = [p for p in points if not normalize(p)]
         if empty:
             raise ValueError(f"points without any letter or digit: {empty}")

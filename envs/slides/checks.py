@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 import statistics
-import unicodedata
 from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
-from gymfleet.envs.slides.brief import Brief
+from gymfleet.core.strict import StrictModel
+from gymfleet.envs.slides.brief import Brief, normalize
 from gymfleet.envs.slides.records import Rect, RenderReport, SlideRender, TextItem
 
 WEIGHTS: dict[str, float] = {
@@ -42,7 +42,7 @@ MAX_DETAIL_CHARS = 1200
 """A check's detail is cut here (it goes into every render report the agent reads)."""
 
 
-class CheckConfig(BaseModel):
+class CheckConfig(StrictModel):
     """Thresholds of the checks (CSS px of the 1280x720 frame)."""
 
     min_font_px: float = 18.0
@@ -92,13 +92,6 @@ class Scorecard(BaseModel):
 
     def by_name(self) -> dict[str, CheckResult]:
         return {c.name: c for c in self.checks}
-
-
-def normalize(text: str) -> str:
-    """Lower case, accents dropped, every run of non-alphanumerics one space (for matching)."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    return " ".join(re.findall(r"[^\W_]+", text))
 
 
 def legible(t: TextItem, cfg: CheckConfig) -> bool:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from gymfleet.envs.browser.chromium import ChromiumConfig
+from gymfleet.envs.browser.hosts import BrowserHosts
 from gymfleet.envs.errors import SandboxFileError
 from gymfleet.envs.info import VOLATILE_KEY, Volatile, add_volatile
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.slides import prompts
@@ -20,6 +22,24 @@ from gymfleet.envs.slides.records import RenderReport
 from gymfleet.envs.slides.render import DeckRenderer, RenderConfig
 
 DECK_FILE = "deck.html"
+
+
+class SlideBriefs(Catalogue[str, dict[str, Brief]]):
+    """Parsed briefs by folder, once per process (``resources.get(SlideBriefs)``)."""
+
+
+@dataclass
+class SlidesState:
+    """What a slides episode keeps besides its sandbox.
+
+    Attributes:
+        n_renders: ``render`` words so far (each render's pictures go to their own folder).
+    """
+
+    n_renders: int = 0
+
+
+Episode: TypeAlias = SandboxEpisode[Brief, SlidesState]
 
 
 class SlidesEnvConfig(SandboxEnvConfig):
@@ -44,7 +64,7 @@ class SlidesEnvConfig(SandboxEnvConfig):
     """Chromium binary; None: ``$GYMFLEET_CHROMIUM`` or ``chromium`` on PATH."""
 
 
-class SlidesEnv(SandboxEnv[Brief]):
+class SlidesEnv(SandboxEnv[Brief, SlidesState]):
     """Slide decks: the agent writes ``deck.html`` for a brief; the rendered deck is scored.
 
     ## Description
@@ -100,9 +120,9 @@ class SlidesEnv(SandboxEnv[Brief]):
     def __init__(self, sandbox: str | SandboxBackend = "auto", renderer: DeckRenderer | None = None,
                  resources: EnvResources | None = None, **kwargs: Any) -> None:
         super().__init__(sandbox, resources, **kwargs)
-        key = ("slides-briefs", str(self.config.briefs_dir))
+        key = str(self.config.briefs_dir)
         load = lambda: load_briefs(self.config.briefs_dir)  # noqa: E731
-        self.briefs: dict[str, Brief] = resources.shared(key, load) if resources else load()
+        self.briefs: dict[str, Brief] = resources.get(SlideBriefs).load(key, load) if resources else load()
         self.check_config = CheckConfig()
         self.render_config = RenderConfig(executable_path=self.config.chromium)
         self._renderer = renderer
@@ -118,32 +138,32 @@ class SlidesEnv(SandboxEnv[Brief]):
         html = gold_deck(instance.id, self.config.briefs_dir)
         return [bash_block(f"cat > {DECK_FILE} <<'GYMFLEET_DECK'\n{html.rstrip()}\nGYMFLEET_DECK"), "submit"]
 
-    def max_turns(self, ep: SandboxEpisode[Brief]) -> int:
+    def max_turns(self, ep: Episode) -> int:
         return self.config.max_turns
 
-    def step_info(self, ep: SandboxEpisode[Brief]) -> dict[str, Any]:
+    def step_info(self, ep: Episode) -> dict[str, Any]:
         return {"instance_id": ep.instance_id, "turn": ep.turn, VOLATILE_KEY: Volatile(rollout_id=ep.rollout_id)}
 
     async def sandbox_spec(self, instance: Brief, backend: str) -> SandboxSpec:
         return SandboxSpec(image=await self.image(self.config.image, backend))
 
-    async def prepare(self, ep: SandboxEpisode[Brief]) -> tuple[str, dict[str, Any]]:
-        ep.state["n_renders"] = 0
+    async def prepare(self, ep: Episode) -> tuple[str, dict[str, Any]]:
+        ep.state = SlidesState()
         return prompts.first_observation(ep.instance), {"n_slides": ep.instance.n_slides}
 
-    async def command(self, ep: SandboxEpisode[Brief], script: str, info: dict[str, Any]) -> str:
+    async def command(self, ep: Episode, script: str, info: dict[str, Any]) -> str:
         result = await ep.sandbox.exec(script, timeout_s=self.config.command_timeout_s)
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
         return prompts.command_observation(result, self.config.max_observation_chars)
 
-    async def word(self, ep: SandboxEpisode[Brief], word: str, info: dict[str, Any]) -> str:
-        ep.state["n_renders"] += 1
-        report, card = await self._render(ep, self._run_dir(ep) / f"render-{ep.state['n_renders']:02d}")
+    async def word(self, ep: Episode, word: str, info: dict[str, Any]) -> str:
+        ep.state.n_renders += 1
+        report, card = await self._render(ep, self._run_dir(ep) / f"render-{ep.state.n_renders:02d}")
         info["reward_if_submitted"] = card.reward
         add_volatile(info, png_dir=_png_dir(report), render_s=round(report.render_s, 3))
         return _cut(render_text(report, card, self.check_config), self.config.max_observation_chars)
 
-    async def grade(self, ep: SandboxEpisode[Brief], why: str) -> Graded:
+    async def grade(self, ep: Episode, why: str) -> Graded:
         report, card = await self._render(ep, self._run_dir(ep))
         png_dir = _png_dir(report)
         info = {
@@ -163,13 +183,13 @@ class SlidesEnv(SandboxEnv[Brief]):
         if self._renderer is not None:
             return self._renderer
         chromium = ChromiumConfig(executable_path=self.config.chromium) if self.config.chromium else None
-        browser = await (await self.env_resources()).browsers.browser("local", chromium)
+        browser = await (await self.env_resources()).get(BrowserHosts).browser("local", chromium)
         return DeckRenderer(self.render_config, browser=browser)
 
-    def _run_dir(self, ep: SandboxEpisode[Brief]) -> Path:
+    def _run_dir(self, ep: Episode) -> Path:
         return self.config.runs_dir / f"{ep.instance_id}-{ep.rollout_id}"
 
-    async def _render(self, ep: SandboxEpisode[Brief], png_dir: Path) -> tuple[RenderReport, Scorecard]:
+    async def _render(self, ep: Episode, png_dir: Path) -> tuple[RenderReport, Scorecard]:
         """Copies deck.html out of the sandbox and renders it; a missing deck is a report error."""
         try:
             raw = await ep.sandbox.get_file(DECK_FILE)

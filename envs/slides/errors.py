@@ -2,7 +2,7 @@
 
 Class tree::
 
-    GymfleetEnvError (gymfleet.envs.errors)
+    EnvError (gymfleet.envs.errors)
     ├── TaskError
     │   └── BriefError        a brief YAML or its gold deck is missing or malformed
     └── SlidesError
@@ -14,14 +14,14 @@ is wrong, and scores low.
 
 from __future__ import annotations
 
-from gymfleet.envs.errors import GymfleetEnvError, TaskError
+from gymfleet.envs.errors import EnvError, TaskError
 
 
 class BriefError(TaskError):
     """A brief YAML or its gold deck is missing or malformed; the message names the file."""
 
 
-class SlidesError(GymfleetEnvError):
+class SlidesError(EnvError):
     """Base class of the slides env's own failures (infrastructure, never the policy's)."""
 
 

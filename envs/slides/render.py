@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
-from pydantic import BaseModel
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.slides.chromium import launch_chromium
 from gymfleet.envs.slides.errors import RenderError
 from gymfleet.envs.slides.records import ElementBox, Rect, RenderReport, SlideRender, TextItem
@@ -40,7 +40,7 @@ Liberation Sans 1.12): a box shorter than ``LINE_BOX_EM * font_px`` was shrunk b
 _META_REFRESH = re.compile(r"<meta\b[^>]*http-equiv\s*=\s*[\"']?\s*refresh[^>]*>", re.IGNORECASE)
 """A meta refresh tag, removed before rendering."""
 
-class RenderConfig(BaseModel):
+class RenderConfig(StrictModel):
     """How decks are rendered."""
 
     width_px: int = 1280

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from pydantic import Field
 
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox_env import SUBMIT, Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig, SWEHarnesses
 from gymfleet.envs.swe.images import ImageRef
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
 
@@ -29,6 +30,24 @@ shell: `cd` and variables do not carry over. Edit files with shell tools (sed, c
 python). Do not edit the tests: they are replaced when grading.
 When the fix is done, reply with a block that contains only `{SUBMIT}`. Your changes (the diff
 against the original commit) are then graded by the repository's tests."""
+
+
+class SWEInstances(Catalogue[tuple[str, tuple[str, ...]], dict[str, SWEInstance]]):
+    """Loaded instances by (dataset, chosen ids), once per process (``resources.get(SWEInstances)``)."""
+
+
+@dataclass
+class SWEState:
+    """What an SWE episode keeps besides its sandbox.
+
+    Attributes:
+        image: the tag of the instance's image the sandbox runs.
+    """
+
+    image: str = ""
+
+
+Episode: TypeAlias = SandboxEpisode[SWEInstance, SWEState]
 
 
 class SWEEnvConfig(SandboxEnvConfig):
@@ -50,7 +69,7 @@ class SWEEnvConfig(SandboxEnvConfig):
     """Provisioning, sandbox and grading settings."""
 
 
-class SWEEnv(SandboxEnv[SWEInstance]):
+class SWEEnv(SandboxEnv[SWEInstance, SWEState]):
     """Fix an issue in a real repository (SWE-bench task format).
 
     ## Description
@@ -70,8 +89,9 @@ class SWEEnv(SandboxEnv[SWEInstance]):
     ## Reward
     1.0 when the submitted diff resolves the instance (every FAIL_TO_PASS test passes, every
     PASS_TO_PASS test still passes), else 0.0, given on the submitting step. Grading runs in a
-    fresh sandbox from the same image: apply the diff (test files the agent touched are
-    excluded), apply the test patch, run the tests with a time limit, parse them with swebench.
+    fresh sandbox from the same image: apply the diff (test files, ``conftest.py``, test-run and
+    packaging configuration and start-up hooks the agent touched are excluded:
+    :mod:`gymfleet.envs.swe.graded_patch`), apply the test patch, run the tests with a time limit, parse them with swebench.
 
     ## Episode end
     Terminated on ``submit``. Truncated by the registry's step limit (50 turns), with reward 0.
@@ -105,9 +125,9 @@ class SWEEnv(SandboxEnv[SWEInstance]):
         sandbox = kwargs.pop("sandbox", None) or backend or SWEEnvConfig().sandbox
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
-        key = ("swe-instances", cfg.dataset, tuple(cfg.instance_ids))
+        key = (str(cfg.dataset), tuple(cfg.instance_ids))
         load = lambda: {i.instance_id: i for i in load_instances(cfg.dataset, cfg.instance_ids)}  # noqa: E731
-        self._instances: dict[str, SWEInstance] = resources.shared(key, load) if resources else load()
+        self._instances: dict[str, SWEInstance] = resources.get(SWEInstances).load(key, load) if resources else load()
         self._images: dict[str, ImageRef] = {}
 
     @property
@@ -122,31 +142,31 @@ class SWEEnv(SandboxEnv[SWEInstance]):
         config = self.config.harness.model_copy()
         if self.config.repo_mirror is not None:
             config.repo_mirrors = [self.config.repo_mirror, *config.repo_mirrors]
-        return await (await self.env_resources()).swe_harness(config)
+        return await (await self.env_resources()).get(SWEHarnesses).harness(config)
 
-    def step_info(self, ep: SandboxEpisode[SWEInstance]) -> dict[str, Any]:
-        return {"instance_id": ep.instance_id, "image": ep.state.get("image", ""), "turn": ep.turn}
+    def step_info(self, ep: Episode) -> dict[str, Any]:
+        return {"instance_id": ep.instance_id, "image": ep.state.image, "turn": ep.turn}
 
     async def sandbox_spec(self, instance: SWEInstance, backend: str) -> SandboxSpec:
         harness = await self.harness()
         image = self._images[instance.instance_id] = await harness.provision(instance)
         return harness.sandbox(image).spec  # the harness's limits; the sandbox object is not started
 
-    async def prepare(self, ep: SandboxEpisode[SWEInstance]) -> tuple[str, dict[str, Any]]:
+    async def prepare(self, ep: Episode) -> tuple[str, dict[str, Any]]:
         image = self._images[ep.instance_id]
-        ep.state["image"] = image.tag
+        ep.state = SWEState(image.tag)
         await (await self.harness()).reset_repo(ep.sandbox, ep.instance, image)
         # The instructions are the system prompt (callers send it as the system message); the
         # first observation is the issue alone, so that a rollout does not carry them twice.
         return f"<issue>\n{ep.instance.problem_statement.strip()}\n</issue>", {"image": image.tag}
 
-    async def command(self, ep: SandboxEpisode[SWEInstance], script: str, info: dict[str, Any]) -> str:
+    async def command(self, ep: Episode, script: str, info: dict[str, Any]) -> str:
         timeout_s = self.config.command_timeout_s
         result = await ep.sandbox.exec(script, timeout_s=timeout_s)
         head = f"timed out after {timeout_s:g} s (killed)" if result.timed_out else f"exit code {result.exit_code}"
         return _clip(f"{head}\n{result.stdout}{result.stderr}")
 
-    async def grade(self, ep: SandboxEpisode[SWEInstance], why: str) -> Graded:
+    async def grade(self, ep: Episode, why: str) -> Graded:
         """Diffs the repository, releases the sandbox, grades the diff in a fresh one."""
         diff = await self._agent_diff(ep.sandbox, ep.instance)
         await ep.lease.release()

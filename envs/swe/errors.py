@@ -2,7 +2,7 @@
 
 Class tree::
 
-    GymfleetEnvError                      (gymfleet.envs.errors)
+    EnvError                      (gymfleet.envs.errors)
     └── SWEError                          anything in the SWE family
         ├── InstanceLoadError             a dataset or predictions file could not be read
         ├── SpecNotFoundError             no install/test spec for (repo, version)
@@ -19,10 +19,10 @@ Each instance's error in an evaluation (``patch did not apply``, ``tests timed o
 
 from __future__ import annotations
 
-from gymfleet.envs.errors import GymfleetEnvError
+from gymfleet.envs.errors import EnvError
 
 
-class SWEError(GymfleetEnvError):
+class SWEError(EnvError):
     """Base class of the SWE family's errors."""
 
 

@@ -12,20 +12,21 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox import SandboxLabels
 from gymfleet.envs.swe.harness import InstanceResult, SWEHarness, SWEHarnessConfig
-from gymfleet.envs.swe.instances import FIXTURES_NAME, SWEInstance, load_instances
+from gymfleet.envs.swe.instances import FIXTURES_NAME, SAFE_ID, SWEInstance, load_instances
 from gymfleet.envs.swe.predictions import Prediction, load_predictions
-from gymfleet.envs.swe.report import RunLayout, RunSummary, write_instance
+from gymfleet.envs.swe.report import RunLayout, SWERunReport, write_instance
 
 OnResult = Callable[[str, str], None]
 """Called as ``on_result(instance_id, outcome)`` when an instance is done (progress display);
 outcome is ``resolved``, ``unresolved``, ``empty``, ``error`` or ``skipped``."""
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(StrictModel):
     """One evaluation run (the options of ``gymfleet eval swebench``)."""
 
     dataset: str = FIXTURES_NAME
@@ -38,8 +39,9 @@ class EvalConfig(BaseModel):
     """Evaluate only these."""
     max_workers: int = Field(default=4, ge=1)
     """Instances graded at once."""
-    run_id: str = "gymfleet"
-    """Names the run; a second run with the same id skips finished instances."""
+    run_id: str = Field(default="gymfleet", pattern=f"^{SAFE_ID.pattern}$")
+    """Names the run (one path component: letters, digits, ``_.@+-``); a second run with the
+    same id skips finished instances."""
     output_dir: Path = Path(".")
     """Where ``logs/run_evaluation/...`` and the summary JSON go."""
     run_empty_patches: bool = False
@@ -51,7 +53,7 @@ class EvalConfig(BaseModel):
 
 
 async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
-                   harness: SWEHarness | None = None) -> tuple[RunSummary, RunLayout]:
+                   harness: SWEHarness | None = None) -> tuple[SWERunReport, RunLayout]:
     """Grades every prediction; writes per-instance files and the summary.
 
     Returns:
@@ -64,7 +66,7 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
     predictions = load_predictions(config.predictions, instances)
     model = next(iter(predictions.values())).model_name_or_path if predictions else "none"
     layout = RunLayout(config.output_dir, config.run_id, model)
-    summary = RunSummary(total_instances=len(instances), submitted_ids=[])
+    summary = SWERunReport(total_instances=len(instances), submitted_ids=[])
     for instance_id in predictions.keys() - {i.instance_id for i in instances}:
         if not config.instance_ids:
             summary.submitted_ids.append(instance_id)

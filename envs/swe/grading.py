@@ -14,7 +14,11 @@ with one status per expected test, decided here from every status the log report
    command ran as its own sandbox exec), never from markers in the log, which the code under
    test can print; a non-zero exit status with no failing test makes the run ungradable
    (swebench 5.x: a crash, or output that is not the real run's).
-4. Progress tokens in published PASS_TO_PASS lists (``[100%]``) are not tests: ignored.
+4. Junk ids in published lists (``[``, ``[100%]``, ``[100%]-----``: pieces of progress output
+   that name no test) are graded as swebench 4.1.0 grades them: an exact key of its parser's
+   map, last line wins. The prefix rule of 2. would let ``[`` gather every ``[...`` line.
+5. No test results, or a crashed test command: unresolved with every expected test failed,
+   as swebench 4.1.0 grades an empty map (not an error: the patch is what broke the run).
 
 :func:`grade_log` grades a log in swebench's layout (markers, ``>>>>> Test Exit Code``) for
 regrading saved logs; it trusts the markers, so the harness does not use it.
@@ -29,10 +33,11 @@ from typing import Any
 
 from gymfleet.envs.swe import upstream
 
+from gymfleet.envs.swe.junit import JunitReports, reports_for
 from gymfleet.envs.swe.logparse import (
     LogParser,
     Occurrences,
-    is_test_id,
+    is_junk_id,
     parse_occurrences,
     skipped_per_file,
 )
@@ -81,7 +86,8 @@ class Grade:
         status_map: test id -> the status it was graded with (its worst report).
         test_exit_code: the test command's exit status, when known.
         error: why the log could not be graded, else None.
-        ignored_ids: entries of the published lists that are not tests (``[100%]``).
+        junk_ids: entries of the published lists that name no test (``[``, ``[100%]``),
+            graded by swebench's exact-key rule.
     """
 
     graded: bool
@@ -91,7 +97,7 @@ class Grade:
     status_map: dict[str, str]
     test_exit_code: int | None = None
     error: str | None = None
-    ignored_ids: tuple[str, ...] = ()
+    junk_ids: tuple[str, ...] = ()
 
 
 def parse_test_exit_code(log: str) -> int | None:
@@ -145,38 +151,73 @@ def test_output(log: str) -> str | None:
 
 
 def grade_output(output: str, exit_code: int | None, fail_to_pass: list[str],
-                 pass_to_pass: list[str], parser: LogParser, spec: Any = None) -> Grade:
+                 pass_to_pass: list[str], parser: LogParser, spec: Any = None,
+                 junit: JunitReports | None = None, require_junit: bool = False) -> Grade:
     """Grades the output of one test command run.
 
     Args:
         output: what the test command printed (stdout and stderr), and nothing else.
         exit_code: its exit status as the harness saw it (None when unknown).
         fail_to_pass: tests that must pass after the patch.
-        pass_to_pass: tests that must keep passing (progress tokens are ignored).
+        pass_to_pass: tests that must keep passing (junk ids are graded as swebench does).
         parser: the repo's swebench log parser.
         spec: passed to the parser.
+        junit: pytest's JUnit report of the run (:mod:`gymfleet.envs.swe.junit`); when given,
+            a test passes only if the log and the report both say so.
+        require_junit: the run was asked for a JUnit report; without one (``junit`` None) the
+            session never finished (``os._exit``, a crash) and nothing it printed counts.
 
     Returns:
-        The :class:`Grade`; ``graded`` is False (with ``error``) when the run cannot be graded.
+        The :class:`Grade`. A run with no test results, or one that crashed (non-zero exit, no
+        failing test), is graded unresolved with every expected test failed (swebench 4.1.0
+        grades an empty status map so); ``graded`` is then False and ``error`` says why.
     """
-    ignored = tuple(c for c in [*fail_to_pass, *pass_to_pass] if not is_test_id(c))
-    f2p = [c for c in fail_to_pass if is_test_id(c)]
-    p2p = [c for c in pass_to_pass if is_test_id(c)]
+    junk = tuple(c for c in [*fail_to_pass, *pass_to_pass] if is_junk_id(c))
+    f2p = [c for c in fail_to_pass if not is_junk_id(c)]
+    p2p = [c for c in pass_to_pass if not is_junk_id(c)]
     found = parse_occurrences(output, parser, spec)
     status_map = {key: worst(statuses) for key, statuses in found.items()}
     error = _check_status_map(status_map, exit_code)
-    if error is not None:
-        empty: dict[str, list[str]] = {"success": [], "failure": []}
-        return Grade(False, False, "RESOLVED_NO", TestsStatus(dict(empty), dict(empty)),
-                     status_map, exit_code, error, ignored)
-    effective = _effective_statuses(found, f2p, p2p, skipped_per_file(output))
+    if error is None and require_junit and junit is None:
+        error = ("pytest left no JUnit report: the test session did not finish (os._exit or a "
+                 "crash), so the lines it printed are not results")
+    effective: dict[str, str] = {}
+    if error is None:
+        effective = _effective_statuses(found, f2p, p2p, skipped_per_file(output), junit)
+        effective.update(_junk_statuses(output, junk, parser, spec))
+    return _report(effective, fail_to_pass, pass_to_pass, error, status_map, exit_code, junk)
+
+
+def ungraded(fail_to_pass: list[str], pass_to_pass: list[str], why: str,
+             exit_code: int | None = None) -> Grade:
+    """An unresolved grade with every expected test failed, for a run whose results cannot be
+    trusted (``why`` becomes its ``error``)."""
+    junk = tuple(c for c in [*fail_to_pass, *pass_to_pass] if is_junk_id(c))
+    return _report({}, fail_to_pass, pass_to_pass, why, {}, exit_code, junk)
+
+
+def _report(effective: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[str],
+            error: str | None, status_map: dict[str, str], exit_code: int | None,
+            junk: tuple[str, ...]) -> Grade:
+    """swebench's report over one status per expected id (:func:`_effective_statuses`)."""
     g = upstream.grading()
-    report = g.get_eval_tests_report(effective, {"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
-    resolution = g.get_resolution_status(report)
+    report = g.get_eval_tests_report(
+        effective, {"FAIL_TO_PASS": list(fail_to_pass), "PASS_TO_PASS": list(pass_to_pass)})
+    resolution = g.get_resolution_status(report) if error is None else "RESOLVED_NO"
     tests = TestsStatus(**{k: report[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS",
                                                  "FAIL_TO_FAIL", "PASS_TO_FAIL")})
-    return Grade(True, resolution == "RESOLVED_FULL", resolution, tests, status_map, exit_code,
-                 None, ignored)
+    return Grade(error is None, resolution == "RESOLVED_FULL", resolution, tests, status_map,
+                 exit_code, error, junk)
+
+
+def _junk_statuses(output: str, junk: tuple[str, ...], parser: LogParser,
+                   spec: Any) -> dict[str, str]:
+    """Junk ids (no test name: ``[``, ``[100%]-----``) graded exactly as swebench 4.1.0's
+    ``get_eval_report`` grades them: looked up as whole keys in its parser's own map."""
+    if not junk:
+        return {}
+    upstream_map = parser(output, spec)
+    return {case: upstream_map[case] for case in junk if case in upstream_map}
 
 
 def grade_log(log: str, fail_to_pass: list[str], pass_to_pass: list[str], parser: LogParser,
@@ -219,19 +260,33 @@ def _check_status_map(status_map: dict[str, str], exit_code: int | None) -> str 
     return None
 
 
+def _reports(case: str, found: Occurrences, junit: JunitReports | None) -> list[str] | None:
+    """Every status the log and the JUnit report give ``case``; a log report the JUnit report
+    does not back counts as FAILED."""
+    reports = matching_reports(case, found)
+    if junit is None:
+        return reports
+    backed = reports_for(case, junit)
+    if backed is None:
+        return None if reports is None else [*reports, "FAILED"]
+    return [*(reports or []), *backed]
+
+
 def _effective_statuses(found: Occurrences, fail_to_pass: list[str], pass_to_pass: list[str],
-                        skipped: dict[str, int]) -> dict[str, str]:
+                        skipped: dict[str, int],
+                        junit: JunitReports | None = None) -> dict[str, str]:
     """One status per expected id for swebench's exact-match report: F2P is PASSED only when
-    every report of it is PASSED; P2P is PASSED when every report is PASSED/SKIPPED/XFAIL, or
-    when it is absent but its file has an unclaimed ``SKIPPED [N]`` summary line."""
+    every report of it (log and JUnit) is PASSED; P2P is PASSED when every report is
+    PASSED/SKIPPED/XFAIL, or when it is absent but its file has an unclaimed ``SKIPPED [N]``
+    summary line."""
     effective: dict[str, str] = {}
     for case in fail_to_pass:
-        reports = matching_reports(case, found)
+        reports = _reports(case, found, junit)
         if reports is not None:
             effective[case] = "PASSED" if set(reports) <= _PASSING else "FAILED"
     unclaimed = dict(skipped)
     for case in pass_to_pass:
-        reports = matching_reports(case, found)
+        reports = _reports(case, found, junit)
         if reports is not None:
             effective[case] = "PASSED" if set(reports) <= _MAINTAINED else "FAILED"
             continue

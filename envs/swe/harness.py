@@ -15,35 +15,45 @@ instance or patch.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxError
+from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.errors import ImageBuildFailedError, SWEError, SWESetupError
-from gymfleet.envs.swe.grading import TEST_EXIT_CODE, Grade, grade_output
+from gymfleet.envs.swe.graded_patch import graded_patch
+from gymfleet.envs.swe.grading import TEST_EXIT_CODE, Grade, grade_output, ungraded
+from gymfleet.envs.swe.hooks import new_hooks, parse_snapshot
+from gymfleet.envs.swe.hooks import snapshot_script as hook_snapshot_script
+from gymfleet.envs.swe.image_scripts import WHEELHOUSE
 from gymfleet.envs.swe.images import ImageProvider, ImageRef, SWEImagesConfig
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, SWEInstance
+from gymfleet.envs.swe.junit import JunitReports, parse_junit, runs_pytest
 from gymfleet.envs.swe.repos import RepoSource
-from gymfleet.envs.swe.specs import RepoSpec, load_spec
+from gymfleet.envs.swe.specs import DRIFT_SPECS, RepoSpec, load_spec
 
 
-class SWEHarnessConfig(BaseModel):
+class SWEHarnessConfig(StrictModel):
     """How SWE instances are provisioned, run and graded."""
 
     repo_mirrors: list[Path] = Field(default_factory=lambda: [FIXTURE_MIRROR])
     """Mirror directories of git repositories, searched before GitHub."""
     allow_clone: bool = True
     """Clone from GitHub when no mirror has the repository."""
-    spec_tables: list[Path] = Field(default_factory=list)
-    """Extra spec tables (YAML, shaped like ``fixtures/specs.yaml``)."""
+    spec_tables: list[Path] = Field(default_factory=lambda: [DRIFT_SPECS])
+    """Spec tables (YAML, shaped like ``fixtures/specs.yaml``) looked up before swebench's;
+    by default ``fixtures/drift.yaml`` (pins of drifted packages, shown as ``spec_overrides``
+    in report.json)."""
     sandbox_backend: str = "docker"
     """Sandbox backend name (``docker``; the images need it)."""
     eval_timeout_s: float = 1800.0
@@ -87,6 +97,10 @@ class InstanceResult:
     """What of a conda spec was translated to pip."""
     build_log: str = ""
     """The image build log (whole), when this run built or failed to build an image."""
+    dropped_files: tuple[str, ...] = ()
+    """Files of the model patch not graded (:mod:`gymfleet.envs.swe.graded_patch`)."""
+    spec_overrides: dict[str, Any] = field(default_factory=dict)
+    """Fields a spec table (``drift.yaml`` by default) changed in swebench's spec, and where."""
 
     @property
     def patch_applied(self) -> bool:
@@ -105,13 +119,19 @@ class InstanceResult:
         }
         if self.python_fallback:
             body["python_fallback"] = self.python_fallback
+        if self.dropped_files:
+            body["dropped_files"] = list(self.dropped_files)
+        if self.spec_overrides:
+            body["spec_overrides"] = self.spec_overrides
         if self.translated:
             body["conda_translated"] = list(self.translated)
         if self.grade is not None:
             body["tests_status"] = self.grade.tests_status.as_dict()
             body["resolution"] = self.grade.resolution
-            if self.grade.ignored_ids:
-                body["ignored_ids"] = list(self.grade.ignored_ids)
+            if self.grade.junk_ids:
+                body["junk_ids"] = list(self.grade.junk_ids)
+            if not self.grade.graded:
+                body["ungradable"] = self.grade.error
         return {self.instance_id: body}
 
 
@@ -146,7 +166,7 @@ class SWEHarness:
                            cpus=self.config.cpus, memory_mb=self.config.memory_mb,
                            pids_limit=4096, ttl_s=self.config.eval_timeout_s + 3600,
                            max_output_bytes=self.config.max_output_mb * 1024 * 1024,
-                           env={"PIP_NO_INDEX": "1"})  # no network: pip fails fast
+                           env=_pip_env(image))
         return self.backend().create(spec, labels)
 
     async def reset_repo(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef) -> None:
@@ -169,6 +189,9 @@ class SWEHarness:
         result = InstanceResult(instance.instance_id, model_name, model_patch)
         start = time.monotonic()
         try:
+            spec = self.spec(instance)
+            if spec.overrides:
+                result.spec_overrides = {"table": spec.source, "fields": spec.overrides}
             image = await self.provision(instance)
             result.image, result.build_log = image.tag, image.build_log
             result.python_fallback, result.translated = image.python_fallback, image.translated
@@ -185,8 +208,11 @@ class SWEHarness:
     async def _apply_and_test(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef,
                               model_patch: str, result: InstanceResult) -> None:
         t0 = time.monotonic()
-        if model_patch.strip():
-            await sandbox.put_file(scripts.PATCH_PATH, _with_newline(model_patch).encode())
+        graded = graded_patch(model_patch, set(upstream.modified_files(instance.test_patch))
+                              | set(upstream.new_files(instance.test_patch)))
+        result.dropped_files = graded.dropped
+        if graded.patch.strip():
+            await sandbox.put_file(scripts.PATCH_PATH, _with_newline(graded.patch).encode())
             applied = await sandbox.exec(scripts.apply_script(),
                                          timeout_s=self.config.setup_timeout_s)
             result.test_log = applied.stdout + applied.stderr
@@ -196,6 +222,7 @@ class SWEHarness:
         result.timings_s["apply"] = time.monotonic() - t0
         spec = self.spec(instance)
         conda = image.layout == "swebench"
+        hooks_before = await self._hooks(sandbox, conda)
         await sandbox.put_file(scripts.EVAL_SCRIPT_PATH,
                                scripts.eval_setup_script(instance, spec, conda).encode(), mode=0o755)
         setup = await sandbox.exec(f"bash {scripts.EVAL_SCRIPT_PATH} 2>&1",
@@ -203,17 +230,43 @@ class SWEHarness:
         result.test_log += setup.stdout + setup.stderr
         if not setup.ok:
             why = "timed out" if setup.timed_out else f"exit code {setup.exit_code}"
-            result.error = (f"the eval setup (test patch, install) failed ({why}): "
-                            f"{_tail(setup.stdout + setup.stderr)}")
+            what = (f"the post-patch install `{spec.install}` failed (offline: its build "
+                    f"requirements must be in {WHEELHOUSE})"
+                    if setup.exit_code == scripts.INSTALL_FAILED_EXIT and not setup.timed_out
+                    else f"the eval setup (test patch, install) failed ({why})")
+            result.error = f"{what}: {_tail(setup.stdout + setup.stderr)}"
+            return
+        added = new_hooks(hooks_before, await self._hooks(sandbox, conda))
+        if added:
+            why = "the install changed interpreter start-up hooks: " + "; ".join(added)
+            result.test_log += f"\n>>>>> gymfleet: {why}\n"
+            result.grade = ungraded(instance.FAIL_TO_PASS, instance.PASS_TO_PASS, why)
             return
         await self._run_tests(sandbox, instance, spec, conda, result)
 
+    async def _hooks(self, sandbox: Sandbox, conda: bool) -> dict[str, str]:
+        """The site directories' start-up hooks (:mod:`gymfleet.envs.swe.hooks`).
+
+        Raises:
+            SWESetupError: the snapshot printed nothing (no Python in the sandbox).
+        """
+        script = scripts.python_script(hook_snapshot_script(), conda)
+        run = await sandbox.exec(script, timeout_s=120)
+        found = parse_snapshot(run.stdout)
+        if found is None:
+            raise SWESetupError("cannot list the sandbox's site directories: "
+                                f"{_tail(run.stdout + run.stderr, 300)}")
+        return found
+
     async def _run_tests(self, sandbox: Sandbox, instance: SWEInstance, spec: RepoSpec,
                          conda: bool, result: InstanceResult) -> None:
-        """Runs the test command as its own exec and grades what that exec returned; the
-        markers and exit code in ``test_log`` are written here, around its output."""
+        """Runs the test command as its own exec and grades what that exec returned (with
+        pytest's JUnit report when the command is pytest); the markers and exit code in
+        ``test_log`` are written here, around its output."""
         t1 = time.monotonic()
-        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda),
+        junit_path = (f"/tmp/gymfleet-results-{secrets.token_hex(8)}/junit.xml"
+                      if runs_pytest(spec.test_cmd) else None)
+        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path),
                                  timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
         c = upstream.constants()
@@ -225,15 +278,31 @@ class SWEHarness:
                                 f"{self.config.eval_timeout_s:g} seconds exceeded\n")
             result.error = f"tests timed out after {self.config.eval_timeout_s:g} s"
             return
+        junit = await _read_junit(sandbox, junit_path) if junit_path else None
         grade = grade_output(output, run.exit_code, instance.FAIL_TO_PASS, instance.PASS_TO_PASS,
                              spec.parser(), SimpleNamespace(instance_id=instance.instance_id,
                                                             repo=instance.repo,
-                                                            version=instance.version))
-        if not grade.graded:
-            result.error = f"test log not gradable: {grade.error}"
-            return
-        result.grade = grade
+                                                            version=instance.version),
+                             junit=junit, require_junit=junit_path is not None)
+        result.grade = grade  # no results / a crash: unresolved, as swebench 4.1.0 grades it
         result.resolved = grade.resolved
+
+
+async def _read_junit(sandbox: Sandbox, path: str) -> JunitReports | None:
+    """pytest's JUnit report at ``path``, or None when it wrote none (or not JUnit XML)."""
+    try:
+        return parse_junit(await sandbox.get_file(path))
+    except SandboxError:
+        return None
+
+
+def _pip_env(image: ImageRef) -> dict[str, str]:
+    """pip's settings in a sandbox: no index (no network: fail fast); gymfleet's images build
+    from the wheels they staged, official ones (no wheelhouse) from the conda env's own
+    setuptools (no build isolation)."""
+    if image.layout == "swebench":
+        return {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
 
 
 def _with_newline(text: str) -> str:
@@ -242,3 +311,29 @@ def _with_newline(text: str) -> str:
 
 def _tail(text: str, n_chars: int = 800) -> str:
     return text.strip()[-n_chars:]
+
+
+class SWEHarnesses(SharedResource):
+    """The SWE family's shared resource: one :class:`SWEHarness` (with its image cache) per
+    distinct :class:`SWEHarnessConfig`, on the resources' backend (``resources.get(SWEHarnesses)``)."""
+
+    def __init__(self, resources: EnvResources) -> None:
+        self._resources = resources
+        self._harnesses: dict[str, SWEHarness] = {}
+
+    @classmethod
+    def create(cls, resources: EnvResources) -> Self:
+        return cls(resources)
+
+    async def harness(self, config: SWEHarnessConfig | None = None) -> SWEHarness:
+        """The harness for ``config`` (default settings when None), made at first use.
+
+        Raises:
+            SandboxUnavailableError: its backend is missing.
+        """
+        config = config or SWEHarnessConfig()
+        key = config.model_dump_json()
+        if key not in self._harnesses:
+            backend = await self._resources.backend(config.sandbox_backend)
+            self._harnesses.setdefault(key, SWEHarness(config, backend))
+        return self._harnesses[key]

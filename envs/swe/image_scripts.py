@@ -27,6 +27,24 @@ START_COMMIT_FILE = "/opt/gymfleet/start_commit"
 """Holds the commit an instance image's repository starts at (the base commit plus the commit
 of what pre_install/install changed)."""
 _REQS_PATH = "/root/requirements.txt"
+WHEELHOUSE = "/opt/gymfleet/wheelhouse"
+"""Wheels of the repository's build requirements, staged at build time (with network) so that
+the eval's re-install builds offline (``PIP_FIND_LINKS``); pip's build isolation otherwise asks
+an index for ``setuptools>=45`` and fails."""
+# The build requirements of /testbed (pyproject.toml's [build-system] requires, else setuptools
+# and wheel as pip assumes), read with pip's own TOML parser (any Python).
+_BUILD_REQUIRES = r"""python - > /tmp/gymfleet-build-requires.txt <<'GYMFLEET_PY_EOF'
+import os
+requires = ["setuptools>=40.8.0", "wheel"]
+if os.path.exists("pyproject.toml"):
+    try:
+        import tomllib as toml
+    except ImportError:
+        from pip._vendor import tomli as toml
+    with open("pyproject.toml", "rb") as f:
+        requires = toml.load(f).get("build-system", {}).get("requires", requires)
+print("\n".join(requires))
+GYMFLEET_PY_EOF"""
 
 
 def env_dockerfile(parent: str) -> str:
@@ -101,6 +119,12 @@ def setup_instance_script(spec: RepoSpec, base_commit: str) -> str:
         lines += [_step("pre_install"), *spec.pre_install]
     if spec.install:
         lines += [_step("install"), spec.install]
+    lines += [
+        _step("wheelhouse"),
+        _BUILD_REQUIRES,
+        f"python -m pip download -q --dest {WHEELHOUSE} -r /tmp/gymfleet-build-requires.txt",
+        "rm -f /tmp/gymfleet-build-requires.txt",
+    ]
     lines += [
         _step("commit"),
         # what the install left untracked stays out of every diff an agent submits

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import docker
 import docker.errors
-from pydantic import BaseModel
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.images import ensure_image
 from gymfleet.envs.swe import image_scripts as scripts
@@ -49,7 +49,7 @@ LABEL_INSTANCE = "gymfleet.swe.instance"
 INSTANCE_IMAGE_REPO = "gymfleet/swe-instance"
 
 
-class SWEImagesConfig(BaseModel):
+class SWEImagesConfig(StrictModel):
     """How SWE images are found and built."""
 
     python_images: dict[str, str] = dict(PYTHON_IMAGES)
@@ -163,6 +163,7 @@ class ImageProvider:
             if not self._exists(tag):
                 if self.config.try_official and self._pull(official):
                     return ImageRef(official, "official", "swebench", time.monotonic() - start)
+                self.repos.check_tree(instance.repo, instance.base_commit)
                 with self._lock(env_tag):
                     if not self._exists(env_tag):
                         logs.append(self._build_env_image(instance, spec, parent, env_tag, plan))
@@ -248,6 +249,7 @@ class ImageProvider:
         with tempfile.TemporaryDirectory(prefix="gymfleet-swe-") as tmp:
             repo_dir = Path(tmp) / "repo"
             self.repos.clone(instance.repo, repo_dir, instance.setup_commit)
+            self.repos.check_tree(instance.repo, instance.base_commit, str(repo_dir / ".git"))
             if self._reader(instance) is None:  # a bundle: the files can be read only now
                 plan = plan_environment(spec, _local_reader(repo_dir))
             files: dict[str, bytes | Path] = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import difflib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from gymfleet.envs.swe.errors import InstanceLoadError
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 FIXTURE_INSTANCES = FIXTURES_DIR / "instances.jsonl"
 FIXTURE_MIRROR = FIXTURES_DIR / "repos"
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,199}")
+"""What an instance id (and an evaluation run id) may be: one path component, never ``..``."""
 FIXTURES_NAME = "fixtures"
 """The dataset name that means the fixtures shipped with gymfleet."""
 
@@ -59,6 +62,15 @@ class SWEInstance(BaseModel):
     """Tests that pass before and after."""
     environment_setup_commit: str = ""
     """Commit whose dependencies define the environment image (defaults to base_commit)."""
+
+    @field_validator("instance_id")
+    @classmethod
+    def _confined_id(cls, value: str) -> str:
+        # the id names folders under --output-dir (patch.diff, logs): one safe path component
+        if not SAFE_ID.fullmatch(value) or value in {".", ".."}:
+            raise ValueError(f"instance_id {value[:80]!r} is not a safe file name "
+                             "(letters, digits, '_', '-', '.'; no '/', no leading '.')")
+        return value
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod

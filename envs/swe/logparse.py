@@ -28,8 +28,7 @@ Occurrences = dict[str, list[str]]
 """test id -> every status the log reported for it, in log order."""
 LogParser = Callable[[str, Any], dict[str, str]]
 
-NON_TEST_TOKEN = re.compile(r"^\[\s*\d+%\]$")
-"""Progress tokens (``[100%]``, ``[ 50%]``) that appear in some published PASS_TO_PASS lists."""
+
 _WITH_MESSAGE = {"FAILED", "ERROR", "XFAIL"}
 _ID_SPACE = "\x00"  # stands for a space inside a test id while swebench's parser splits the line
 _SKIPPED_SUMMARY = re.compile(r"^SKIPPED \[(\d+)\] ([^\s:]+):\d+(?::|$)")
@@ -109,6 +108,7 @@ def skipped_per_file(log: str) -> dict[str, int]:
     return dict(counts)
 
 
-def is_test_id(case: str) -> bool:
-    """False for progress tokens such as ``[100%]`` that are not tests."""
-    return not NON_TEST_TOKEN.match(case.strip())
+def is_junk_id(case: str) -> bool:
+    """True for a published id that names no test: it starts with ``[`` (``[``, ``[100%]``,
+    ``[100%]-----``, pieces of pytest's progress output in pytest-dev__pytest-5227's list)."""
+    return case.lstrip().startswith("[")

@@ -81,14 +81,15 @@ def apply_script() -> str:
         "git checkout -q -f . && git clean -fdq"
         for cmd in APPLY_COMMANDS
     ]
-    return "\n".join([f"cd {REPO_DIR}", *attempts, f"echo '{c.APPLY_PATCH_FAIL}'", "exit 1"]) + "\n"
+    # one stream, so the log shows git's messages and the markers in the order they happened
+    return "\n".join(["exec 2>&1", f"cd {REPO_DIR}", *attempts, f"echo '{c.APPLY_PATCH_FAIL}'", "exit 1"]) + "\n"
 
 
 def eval_script_lines(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> list[str]:
-    """swebench's ``make_eval_script_list_py`` for ``spec`` (conda lines only when ``conda``)."""
+    """swebench's ``make_eval_script_list_py`` for ``spec`` (conda lines only when ``conda``),
+    with the test files reset as upstream fixed it (:func:`reset_test_commands`)."""
     c = upstream.constants()
-    test_files = upstream.modified_files(instance.test_patch)
-    reset_tests = f"git checkout {instance.base_commit} {' '.join(test_files)}"
+    resets = reset_test_commands(instance)
     activate = list(_CONDA) if conda else []
     return [
         *activate,
@@ -101,27 +102,60 @@ def eval_script_lines(instance: SWEInstance, spec: RepoSpec, conda: bool = False
         f"git -c core.fileMode=false diff {instance.base_commit}",
         *activate,
         *([spec.install] if spec.install else []),
-        reset_tests,
+        *resets,
         f"git apply -v - <<'{_DELIMITER}'\n{instance.test_patch}\n{_DELIMITER}",
         f": '{c.START_TEST_OUTPUT}'",
         spec.test_command(instance.row()),
         f": '{c.END_TEST_OUTPUT}'",
-        reset_tests,
+        *resets,
     ]
+
+
+def reset_test_commands(instance: SWEInstance) -> list[str]:
+    """Puts the test patch's files back to the base commit before it is applied (and after the
+    tests): ``git checkout <base> <modified files>`` and ``rm -f <new files>``. SWE-bench #539/#542
+    (fixing #518): 4.1.0 writes a bare ``git checkout <base>`` when the test patch only adds
+    files, which moves HEAD off the image's setup commit and drops its edits (sphinx's
+    ``tox.ini -rA``), so pytest prints no per-test results."""
+    modified = upstream.modified_files(instance.test_patch)
+    added = upstream.new_files(instance.test_patch)
+    commands = [f"git checkout {instance.base_commit} {' '.join(modified)}"] if modified else []
+    return commands + ([f"rm -f {' '.join(added)}"] if added else [])
+
+
+INSTALL_FAILED = ">>>>> gymfleet: the post-patch install failed"
+INSTALL_FAILED_EXIT = 97
 
 
 def eval_setup_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> str:
     """The eval script up to the start marker: reset test files, re-run the install, apply the
-    test patch. Its exit status is the test patch's ``git apply`` (the last command)."""
+    test patch. Its exit status is the test patch's ``git apply`` (the last command), or
+    ``INSTALL_FAILED_EXIT`` when the install failed (swebench's script goes on silently: the
+    tests would then run on the image's old install)."""
     lines = eval_script_lines(instance, spec, conda)
     start = lines.index(f": '{upstream.constants().START_TEST_OUTPUT}'")
-    return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines[:start]]) + "\n"
+    checked = [f"{line} || {{ echo '{INSTALL_FAILED}'; exit {INSTALL_FAILED_EXIT}; }}"
+               if spec.install and line == spec.install else line for line in lines[:start]]
+    return "\n".join(["#!/bin/bash", "set -uxo pipefail", *checked]) + "\n"
 
 
-def test_run_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> str:
+def test_run_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False,
+                    junit_path: str | None = None) -> str:
     """The test command alone (after the conda activation and the spec's ``eval_commands``),
     last, so that the exit status is the command's (passed in memory with ``bash -c``, so the
-    code under test cannot rewrite what runs after it)."""
+    code under test cannot rewrite what runs after it); with ``junit_path``, pytest also
+    writes its JUnit report there."""
     activate = list(_CONDA) if conda else []
+    junit = f" --junitxml={shlex.quote(junit_path)}" if junit_path else ""
     return "\n".join(["set -u", *activate, f"cd {REPO_DIR}", *spec.eval_commands,
-                      f"{spec.test_command(instance.row())} 2>&1"]) + "\n"
+                      f"{spec.test_command(instance.row())}{junit} 2>&1"]) + "\n"
+
+
+def python_script(source: str, conda: bool = False) -> str:
+    """Shell that runs Python ``source`` with the sandbox's environment (conda's when
+    ``conda``)."""
+    activate = list(_CONDA) if conda else []
+    delimiter = "GYMFLEET_PY_EOF"
+    # -I and cd /: no file of the (patched) repository can shadow a module the script imports
+    return "\n".join([*activate, "cd /", f"python -I - <<'{delimiter}'", source,
+                      delimiter]) + "\n"

@@ -94,7 +94,7 @@ def predictions_from_trajectories(trajectories: Sequence[Any], run_id: str,
     """A run's ``gymfleet/SWE-v0`` patches as SWE-bench predictions.
 
     Args:
-        trajectories: the run's trajectories (``orchestrator.records.Trajectory``: ``env_id``,
+        trajectories: the run's trajectories (``core.records.Trajectory``: ``env_id``,
             ``instance_id``, ``reward``, ``rollout_id`` and ``metrics["patch"]``, the diff the
             env graded).
         run_id: names the model: ``gymfleet/<run_id>``.

@@ -85,7 +85,7 @@ def write_instance(layout: RunLayout, result: InstanceResult) -> Path:
 
 
 @dataclass
-class RunSummary:
+class SWERunReport:
     """The run-level report (swebench's ``make_run_report`` fields)."""
 
     total_instances: int

@@ -78,6 +78,39 @@ class RepoSource:
                     f"`{' '.join(args)}` failed ({source}): {out.stderr.strip()[-500:]}"
                 )
 
+    def check_tree(self, repo: str, commit: str, git_dir: str | None = None) -> None:
+        """Checks that every object of ``commit``'s tree is present (a partial mirror fails here
+        in one line, not later in a raw git error at the image's reset). Reads the mirror in
+        place (``git_dir``: a clone to read instead); bundles and URLs are not checked.
+
+        Raises:
+            RepoNotFoundError: the commit, a tree or a blob of it is missing (named).
+        """
+        if git_dir is None:
+            source = self.locate(repo)
+            if source.endswith(".bundle") or "://" in source:
+                return
+            git_dir = _git_dir(source)
+        where = f"{repo} ({git_dir})"
+        listed = subprocess.run(["git", "--git-dir", git_dir, "ls-tree", "-r", "--full-tree",
+                                 commit], capture_output=True, text=True, timeout=300)
+        if listed.returncode != 0:
+            last = (listed.stderr.strip().splitlines() or ["unknown error"])[-1]
+            raise RepoNotFoundError(f"{where} cannot list the tree of {commit}: {last}; "
+                                    "fetch the commit into the mirror")
+        entries = [line.split(None, 3) for line in listed.stdout.splitlines()]
+        blobs = {e[2]: e[3] for e in entries if len(e) == 4 and e[1] == "blob"}
+        checked = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "--batch-check"],
+                                 input="\n".join(blobs) + "\n", capture_output=True, text=True,
+                                 timeout=300)
+        missing = [line.split()[0] for line in checked.stdout.splitlines()
+                   if line.endswith(" missing")]
+        if missing:
+            raise RepoNotFoundError(
+                f"{where} lacks blob {missing[0]} ({blobs.get(missing[0], '?')}) of {commit}'s "
+                f"tree{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}: fetch the "
+                "full history of that commit into the mirror")
+
     def read_file(self, repo: str, commit: str, path: str) -> str | None:
         """A file of ``repo`` at ``commit`` read from the mirror without cloning (``git show``),
         or None when the mirror has no such file (or the source is a bundle or a URL)."""

@@ -23,6 +23,8 @@ from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.errors import SpecNotFoundError
 
 GYMFLEET_SPECS = Path(__file__).resolve().parent / "fixtures" / "specs.yaml"
+DRIFT_SPECS = GYMFLEET_SPECS.with_name("drift.yaml")
+"""Pins of packages that drifted since swebench's specs were written (loaded by default)."""
 
 
 class RepoSpec(BaseModel):
@@ -52,6 +54,9 @@ class RepoSpec(BaseModel):
     """Shell commands run before the tests (environment variables, locale)."""
     log_parser: str = ""
     """Name of a swebench log parser; empty means swebench's parser for the repo."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """The fields a spec table changed in swebench's entry (``{field: value}``; empty when the
+    entry is swebench's own or a whole gymfleet entry)."""
 
     @field_validator("test_cmd", mode="before")
     @classmethod
@@ -85,7 +90,7 @@ class RepoSpec(BaseModel):
         ``python``: the image tag carries the Python actually used), so that a spec differing
         only in how tests run shares its image."""
         data = self.model_dump()
-        for name in ("source", "test_cmd", "eval_commands", "log_parser", "version", "python"):
+        for name in ("source", "overrides", "test_cmd", "eval_commands", "log_parser", "version", "python"):
             data.pop(name, None)
         return data
 
@@ -114,8 +119,9 @@ def load_spec(repo: str, version: str, extra_tables: Sequence[Path] = ()) -> Rep
         if version in entries:
             # an entry overrides swebench's field by field (a whole entry replaces it)
             base = dict(table[version]) if table is not None and version in table else {}
+            changed = {k: v for k, v in entries[version].items() if base and base.get(k) != v}
             return RepoSpec(repo=repo, version=version, source=str(path),
-                            **{**base, **entries[version]})
+                            **{**base, **entries[version]}, overrides=changed)
         known += list(entries)
     if table is not None:
         if version in table:

@@ -96,3 +96,11 @@ def test_directives(row: dict[str, Any]) -> list[str]:
 def modified_files(patch: str) -> list[str]:
     """Files a unified diff modifies (``swebench.harness.utils.get_modified_files``)."""
     return list(module("harness.utils").get_modified_files(patch))
+
+
+def new_files(patch: str) -> list[str]:
+    """Files a unified diff creates (source ``/dev/null``; swebench's ``get_new_files`` of #539,
+    which 4.1.0 lacks)."""
+    from unidiff import PatchSet
+
+    return [str(f.path) for f in PatchSet(patch) if f.source_file == "/dev/null"]

@@ -5,23 +5,47 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from pydantic import field_validator
 
 from gymfleet.envs.actions import bash_block
 from gymfleet.envs.errors import SandboxStartError, TaskError
 from gymfleet.envs.info import add_volatile
-from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox.bulk import folder_files, put_files
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
-from gymfleet.envs.terminal import prompts
+import gymfleet.envs.terminal.prompts as prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.grader import TestStatus, grade
 from gymfleet.envs.terminal.shell import PersistentShell, scratch_dir
 from gymfleet.envs.terminal.task import BUILTIN_TASKS_DIR, Task, load_tasks
+
+
+class TerminalTasks(Catalogue[tuple[str, tuple[str, ...]], dict[str, Task]]):
+    """Parsed task folders by (resolved ``tasks_dir``, chosen ids), once per process
+    (``resources.get(TerminalTasks)``)."""
+
+
+@dataclass
+class TerminalState:
+    """What a terminal episode keeps besides its sandbox.
+
+    Attributes:
+        scratch: the folder of the env's own files in the sandbox (tests copied in to grade).
+        shell: the persistent shell the agent's commands run in.
+        agent_time_s: seconds of command time used so far (against ``agent_timeout_s``).
+    """
+
+    scratch: str
+    shell: PersistentShell
+    agent_time_s: float = 0.0
+
+
+Episode: TypeAlias = SandboxEpisode[Task, TerminalState]
 
 
 class TerminalEnvConfig(SandboxEnvConfig):
@@ -47,7 +71,7 @@ class TerminalEnvConfig(SandboxEnvConfig):
         return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
 
 
-class TerminalEnv(SandboxEnv[Task]):
+class TerminalEnv(SandboxEnv[Task, TerminalState]):
     """Terminal tasks: an agent types bash in a sandbox until it submits; hidden tests grade.
 
     ## Description
@@ -94,9 +118,9 @@ class TerminalEnv(SandboxEnv[Task]):
                  **kwargs: Any) -> None:
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
-        key = ("terminal-tasks", str(Path(cfg.tasks_dir).resolve()), tuple(cfg.task_ids or ()))
+        key = (str(Path(cfg.tasks_dir).resolve()), tuple(cfg.task_ids or ()))
         load = lambda: load_tasks(Path(cfg.tasks_dir), cfg.task_ids)  # noqa: E731
-        self.tasks: dict[str, Task] = resources.shared(key, load) if resources else load()
+        self.tasks: dict[str, Task] = resources.get(TerminalTasks).load(key, load) if resources else load()
 
     @property
     def system_prompt(self) -> str:
@@ -108,11 +132,11 @@ class TerminalEnv(SandboxEnv[Task]):
     def gold_actions(self, instance: Task) -> list[str]:
         return [bash_block(instance.solution_script), "submit"]
 
-    def max_turns(self, ep: SandboxEpisode[Task]) -> int:
+    def max_turns(self, ep: Episode) -> int:
         """The task's ``max_agent_turns``, or the caller's limit (``reset`` option ``max_turns``)
         when that is lower."""
         own = ep.instance.config.max_agent_turns
-        return min(own, ep.state.get("caller_max_turns", own))
+        return own if ep.caller_max_turns is None else min(own, ep.caller_max_turns)
 
     async def sandbox_spec(self, instance: Task, backend: str) -> SandboxSpec:
         name = instance.config.image
@@ -123,39 +147,39 @@ class TerminalEnv(SandboxEnv[Task]):
         return SandboxSpec(image=image, network=instance.config.network,
                            max_output_bytes=self.config.max_output_bytes)
 
-    async def prepare(self, ep: SandboxEpisode[Task]) -> tuple[str, dict[str, Any]]:
+    async def prepare(self, ep: Episode) -> tuple[str, dict[str, Any]]:
         task, sandbox = ep.instance, ep.sandbox
         scratch = scratch_dir(sandbox)
         await self._prepare(sandbox, task, scratch, ep.lease.backend)
-        ep.state.update(scratch=scratch, shell=PersistentShell(sandbox, scratch), agent_time_s=0.0)
+        ep.state = TerminalState(scratch, PersistentShell(sandbox, scratch))
         info = {"difficulty": task.config.difficulty, "category": task.config.category,
                 "max_turns": self.max_turns(ep)}
         return prompts.first_observation(task, self.max_turns(ep)), info
 
-    async def command(self, ep: SandboxEpisode[Task], script: str, info: dict[str, Any]) -> str:
+    async def command(self, ep: Episode, script: str, info: dict[str, Any]) -> str:
         cfg = ep.instance.config
-        budget_s = cfg.agent_timeout_s - ep.state["agent_time_s"]
-        result = await ep.state["shell"].run(script, timeout_s=min(cfg.timeout_s, budget_s))
-        ep.state["agent_time_s"] += result.duration_s
+        budget_s = cfg.agent_timeout_s - ep.state.agent_time_s
+        result = await ep.state.shell.run(script, timeout_s=min(cfg.timeout_s, budget_s))
+        ep.state.agent_time_s += result.duration_s
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
         return prompts.command_observation(result, ep.turn, self.max_turns(ep))
 
-    def malformed(self, ep: SandboxEpisode[Task], reason: str) -> str:
+    def malformed(self, ep: Episode, reason: str) -> str:
         return prompts.malformed_observation(reason, ep.turn, self.max_turns(ep))
 
-    def over_budget(self, ep: SandboxEpisode[Task]) -> str | None:
+    def over_budget(self, ep: Episode) -> str | None:
         limit_s = ep.instance.config.agent_timeout_s
-        return f"Command time budget ({limit_s:g} s) used up." if ep.state["agent_time_s"] >= limit_s else None
+        return f"Command time budget ({limit_s:g} s) used up." if ep.state.agent_time_s >= limit_s else None
 
-    async def grade(self, ep: SandboxEpisode[Task], why: str) -> Graded:
+    async def grade(self, ep: Episode, why: str) -> Graded:
         started = time.monotonic()
-        report = await grade(ep.sandbox, ep.instance, ep.state["scratch"])
+        report = await grade(ep.sandbox, ep.instance, ep.state.scratch)
         n_passed = sum(t.status is TestStatus.passed for t in report.tests)
         obs = prompts.ending_observation(why, report.reward, n_passed, len(report.tests), report.error)
         info: dict[str, Any] = {"grading": report.as_info(), "sandbox": ep.lease.backend,
                                 "isolated": ep.sandbox.isolated}
         info["grading"].pop("duration_s", None)  # wall times go under info["volatile"]
-        add_volatile(info, agent_time_s=round(ep.state["agent_time_s"], 3),
+        add_volatile(info, agent_time_s=round(ep.state.agent_time_s, 3),
                      grading_s=round(time.monotonic() - started, 3))
         return Graded(report.reward, obs, info)
 

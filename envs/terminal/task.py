@@ -1,6 +1,6 @@
 """Terminal tasks on disk: the ``task.yaml`` model and the loader of a tasks folder.
 
-A task is a folder ``<tasks_dir>/<task_id>/`` holding ``task.yaml`` (:class:`TaskConfig`),
+A task is a folder ``<tasks_dir>/<task_id>/`` holding ``task.yaml`` (:class:`TerminalTaskConfig`),
 ``solution.sh`` (the gold solution), ``tests/run.sh`` (the hidden grader), and optionally
 ``setup.sh`` (run before the agent starts) and ``files/`` (copied into the working directory).
 See ``envs/terminal/README.md`` for the whole format.
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import TaskError
 
 BUILTIN_TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -24,10 +25,8 @@ BUILTIN_TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 TASK_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
-class TaskConfig(BaseModel):
+class TerminalTaskConfig(StrictModel):
     """The contents of one ``task.yaml``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     instruction: str = Field(min_length=1)
     """What the agent is asked to do, shown as the first observation."""
@@ -67,7 +66,7 @@ class Task:
 
     task_id: str
     path: Path
-    config: TaskConfig
+    config: TerminalTaskConfig
 
     @property
     def solution_script(self) -> str:
@@ -105,7 +104,7 @@ def load_task(path: Path) -> Task:
             raise TaskError(f"task {task_id!r} ({path}) has no {required}: add it (see envs/terminal/README.md)")
     try:
         raw = yaml.safe_load((path / "task.yaml").read_text())
-        config = TaskConfig.model_validate(raw if raw is not None else {})
+        config = TerminalTaskConfig.model_validate(raw if raw is not None else {})
     except yaml.YAMLError as exc:
         raise TaskError(f"task {task_id!r}: task.yaml is not valid YAML: {exc}") from exc
     except ValidationError as exc:

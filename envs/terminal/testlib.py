@@ -43,6 +43,19 @@ def _take_nonce() -> str:
     return nonce
 
 
+def _guard_memory() -> None:
+    """Makes this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): a program the tests
+    start, run as the same user, can then neither read its memory nor its environment through
+    ``/proc`` (that needs ``CAP_SYS_PTRACE``, which no sandbox grants)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):  # not Linux: nothing to guard this way
+        pass
+
+
+_guard_memory()
 _NONCE = _take_nonce()
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from gymfleet.envs.base import ConstantPolicy, Policy
 from gymfleet.envs.check import check_env
 from gymfleet.envs.episode import Episode, run_episode
-from gymfleet.envs.errors import EnvCheckError, GymfleetEnvError
+from gymfleet.envs.errors import EnvCheckError, EnvError
 from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
@@ -50,7 +50,7 @@ def check_command(
     except EnvCheckError as exc:
         console.print(f"[red]contract broken:[/] {exc}", markup=True, highlight=False)
         raise typer.Exit(1) from None
-    except (GymfleetEnvError, ValidationError, KeyError) as exc:  # bad env id or env argument
+    except (EnvError, ValidationError, KeyError) as exc:  # bad env id or env argument
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
         raise typer.Exit(2) from None
@@ -93,7 +93,7 @@ def rollout(
         if kwarg:
             kwargs.setdefault(kwarg, artifacts_dir)
         episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
-    except (GymfleetEnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
+    except (EnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
         raise typer.Exit(2) from None

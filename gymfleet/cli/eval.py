@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +17,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gymfleet.envs.swe.errors import SWEError
 from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
-from gymfleet.envs.swe.harness import SWEHarnessConfig
+from gymfleet.envs.swe.compare import compare_run
+from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+from gymfleet.envs.swe.report import RunLayout
+from gymfleet.envs.swe.specs import DRIFT_SPECS
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
 from gymfleet.envs.swe.predictions import load_predictions
 from gymfleet.cli.heldout import heldout_command
@@ -41,14 +46,17 @@ def swebench(
     run_empty_patches: Annotated[bool, typer.Option("--run-empty-patches", help="Run the tests of empty patches too (never resolved).")] = False,
     cpus: Annotated[float, typer.Option(help="CPU limit per sandbox, cores (0: none).")] = 0.0,
     memory_mb: Annotated[int, typer.Option(help="Memory limit per sandbox, MiB.")] = 8192,
+    no_drift: Annotated[bool, typer.Option("--no-drift", help="Do not load envs/swe/fixtures/drift.yaml (pins of drifted packages, on by default).")] = False,
+    compare: Annotated[Path | None, typer.Option(help="Run nothing: grade the logs of the finished run (same --run-id) under this output dir with swebench's own get_eval_report and list every instance where the verdicts differ, with the reason.")] = None,
 ) -> None:
     """Grades predictions on SWE-bench-format instances in Docker; writes SWE-bench's report."""
     ids = [i for item in (instance_ids or []) for i in item.split(",") if i]
     mirrors = [*(repo_mirror or []), FIXTURE_MIRROR]
     console = Console(stderr=True)
+    tables = [*(spec_table or []), *([] if no_drift else [DRIFT_SPECS])]
     try:
         harness = SWEHarnessConfig(repo_mirrors=mirrors, allow_clone=not no_clone,
-                                   spec_tables=spec_table or [], eval_timeout_s=timeout,
+                                   spec_tables=tables, eval_timeout_s=timeout,
                                    cpus=cpus, memory_mb=memory_mb,
                                    images={"python_fallback": python_fallback})
         config = EvalConfig(
@@ -61,11 +69,20 @@ def swebench(
     try:
         instances = load_instances(dataset, ids, split)
         with_prediction = load_predictions(predictions, instances)  # bad predictions fail before the bar
+        if compare is not None:
+            _compare(config, compare, instances, with_prediction, console)
+            return
         total = sum(i.instance_id in with_prediction for i in instances)
+        # a run started in the background inherits SIGINT ignored: take it back, so ^C / kill
+        # -INT stops the run (asyncio cancels the instances; their sandboxes are closed)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         summary, layout = asyncio.run(_run(config, total, console))
     except SWEError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    except KeyboardInterrupt as exc:
+        console.print("interrupted: finished instances are kept; rerun the same command to go on")
+        raise typer.Exit(130) from exc
     data = summary.as_dict()
     console.print(
         f"resolved {data['resolved_instances']}, unresolved {data['unresolved_instances']}, "
@@ -83,12 +100,41 @@ async def _run(config: EvalConfig, total: int, console: Console):  # type: ignor
     counts = {"resolved": 0, "unresolved": 0, "empty": 0, "error": 0, "skipped": 0}
     columns = (TextColumn("[bold]swebench[/bold] {task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    start = time.monotonic()
+    # piped or redirected: no live bar (it would print nothing until the end), one line each
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("", total=total)
+        if not console.is_terminal:
+            console.print(f"grading {total} instances (run {config.run_id}); a line as each "
+                          "finishes", highlight=False)
 
         def on_result(instance_id: str, outcome: str) -> None:
             counts[outcome] += 1
             progress.update(task, advance=1, description=" ".join(
                 f"{k} {v}" for k, v in counts.items() if v))
+            if not console.is_terminal:
+                done = sum(counts.values())
+                console.print(f"[{done}/{total}] {instance_id}: {outcome} "
+                              f"({time.monotonic() - start:.0f} s)", highlight=False)
 
         return await evaluate(config, on_result)
+
+
+def _compare(config: EvalConfig, report_dir: Path, instances: list, predictions: dict,  # type: ignore[type-arg]
+             console: Console) -> None:
+    """``--compare``: swebench's verdicts on the saved logs against gymfleet's."""
+    harness = SWEHarness(config.harness)
+    model = next(iter(predictions.values())).model_name_or_path if predictions else "none"
+    layout = RunLayout(report_dir, config.run_id, model)
+    specs = {i.instance_id: harness.spec(i) for i in instances if i.instance_id in predictions}
+    result = compare_run(layout, [i for i in instances if i.instance_id in specs],
+                         predictions, specs)
+    for diff in result.differences:
+        console.print(f"{diff.instance_id}: gymfleet {diff.gymfleet}, swebench {diff.swebench}",
+                      highlight=False)
+        for reason in diff.reasons:
+            console.print(f"  - {reason}", highlight=False)
+    console.print(f"compared {result.compared}: {result.agree} agree, "
+                  f"{len(result.differences)} differ, {len(result.not_run)} without a log",
+                  highlight=False)
+    typer.echo(json.dumps(result.as_dict()))

@@ -11,7 +11,7 @@ Class tree::
     GymfleetError                         anything gymfleet raises on purpose
     ├── ConfigError (ValueError)          a config, override or argument that cannot be used; names the fix
     │   └── ModelError                    a model cannot be found or loaded (core/models.py)
-    ├── EnvError (= GymfleetEnvError)     an env, task or image failed (envs/errors.py)
+    ├── EnvError                          an env, task or image failed (envs/errors.py)
     │   ├── SandboxError                  a sandbox could not be used (infrastructure)
     │   │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)
     │   │   ├── SandboxStartError         a sandbox did not start
@@ -43,8 +43,8 @@ Class tree::
             └── BucketCorruptError        a committed version that does not read back (skipped, kept)
 
 The sandbox subtree sits under the env subtree: a sandbox is an env's resource, and callers that
-catch ``GymfleetEnvError`` around an episode keep catching sandbox failures.
-``OrchestratorError`` (orchestrator/errors.py) is kept as a name for ``GymfleetError``.
+catch ``EnvError`` around an episode keep catching sandbox failures. Each class has one name and
+one import path (``ConfigError`` is imported from here only).
 """
 
 from __future__ import annotations

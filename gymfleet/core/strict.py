@@ -43,17 +43,21 @@ class StrictModel(BaseModel):
         return data
 
 
-def validation_problems(exc: ValidationError, drop_root: str | None = None) -> str:
+def validation_problems(exc: ValidationError, drop_root: str | None = None, root: str | None = None) -> str:
     """Every bad field of a pydantic error, as ``a.b: message; ...``.
 
     Args:
         drop_root: a first path element to leave out (a field that is the document's top level).
+        root: a first path element to add (the key the validated document sits under, such as
+            ``env_kwargs``).
     """
     problems = []
     for error in exc.errors():
         loc = list(error["loc"])
         if drop_root is not None and loc[:1] == [drop_root]:
             loc = loc[1:]
+        if root is not None:
+            loc = [root, *loc]
         message = error["msg"]
         for prefix in _PREFIXES:
             message = message.removeprefix(prefix)

@@ -39,7 +39,7 @@ def test_every_public_error_class_is_a_gymfleet_error() -> None:
 
 
 @pytest.mark.parametrize(("module", "name", "root"), [
-    ("gymfleet.orchestrator.errors", "ConfigError", core.ConfigError),
+    ("gymfleet.core.errors", "ConfigError", core.GymfleetError),
     ("gymfleet.core.models", "ModelError", core.ConfigError),
     ("gymfleet.envs.errors", "UnknownEnvError", core.EnvError),
     ("gymfleet.envs.errors", "SandboxStartError", core.SandboxError),
@@ -54,12 +54,17 @@ def test_each_boundary_has_its_root(module: str, name: str, root: type[Exception
     assert issubclass(getattr(importlib.import_module(module), name), root)
 
 
-def test_old_names_still_catch_what_they_caught() -> None:
-    from gymfleet.envs.errors import GymfleetEnvError, SandboxError
-    from gymfleet.orchestrator.errors import ConfigError, OrchestratorError
+def test_each_error_has_one_name_and_one_import_path() -> None:
+    from gymfleet.core.errors import ConfigError, GymfleetError
+    from gymfleet.envs import errors as env_errors
+    from gymfleet.envs.errors import EnvError, SandboxError
+    from gymfleet.orchestrator import errors as orchestrator_errors
 
-    assert issubclass(SandboxError, GymfleetEnvError)  # `except GymfleetEnvError` around an episode
-    assert issubclass(ConfigError, OrchestratorError) and issubclass(ConfigError, ValueError)
+    assert issubclass(SandboxError, EnvError)  # `except EnvError` around an episode
+    assert issubclass(ConfigError, GymfleetError) and issubclass(ConfigError, ValueError)
+    assert not hasattr(env_errors, "GymfleetEnvError")
+    assert not hasattr(orchestrator_errors, "OrchestratorError")
+    assert "ConfigError" not in orchestrator_errors.__all__
 
 
 def test_the_tree_is_drawn_in_the_docstring() -> None:

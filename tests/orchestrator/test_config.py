@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gymfleet.orchestrator.config import load_run_config
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -15,7 +15,7 @@ import pytest
 from gymfleet.orchestrator.config import PolicyConfig
 from gymfleet.orchestrator.engines.errors import ParityError
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.parity import (
     PROBE_MESSAGES,
     LearnerScorer,

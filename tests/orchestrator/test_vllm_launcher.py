@@ -22,7 +22,7 @@ from gymfleet.orchestrator.engines.vllm_launcher import (
     server_command,
     server_env,
 )
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.policy import open_gateway
 
 pytestmark = pytest.mark.timeout(120)

@@ -41,7 +41,7 @@ async def test_collect_with_the_embedded_model_writes_token_exact_trajectories(t
 
 @pytest.mark.model
 async def test_collect_with_a_missing_adapter_is_a_config_error(tmp_path: Path) -> None:
-    from gymfleet.orchestrator.errors import ConfigError
+    from gymfleet.core.errors import ConfigError
 
     cfg = run_config(
         tmp_path,

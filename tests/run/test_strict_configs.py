@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel
 
 from gymfleet.core.strict import StrictModel
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.run.config import TrainConfig, load_train_config
 
 TASK = {"name": "t", "env_id": "gymfleet/Terminal-v0", "sampling": {"temperature": 0.7}}

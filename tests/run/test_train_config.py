@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.run.compose import runnable_tasks
 from gymfleet.run.config import load_train_config
 from gymfleet.run.records import AdapterLoad, GenerationTimeline

@@ -15,7 +15,7 @@ import pytest
 
 from gymfleet.orchestrator.config import PolicyConfig
 from gymfleet.orchestrator.engines.vllm_launcher import free_port
-from gymfleet.orchestrator.errors import ConfigError
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.policy import open_gateway
 from gymfleet.core.records import SamplingParams
 from tests.e2e.train_helpers import ROOT

@@ -88,7 +88,7 @@ def test_translation_keeps_instructions_and_records_the_substitution() -> None:
 def test_an_unpullable_from_is_unbuildable_in_one_line() -> None:
     with pytest.raises(UnbuildableError) as caught:
         translate("FROM nvcr.io/nvidia/pytorch:24.01-py3\n", {})
-    assert str(caught.value) == "FROM nvcr.io/nvidia/pytorch:24.01-py3 cannot be pulled here and has no Debian substitute"
+    assert str(caught.value) == "unbuildable: FROM nvcr.io/nvidia/pytorch:24.01-py3 cannot be pulled here and has no Debian substitute"
 
 
 def test_verifier_fetches_are_found() -> None:

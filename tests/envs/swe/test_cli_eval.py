@@ -48,3 +48,65 @@ def test_bad_predictions_file_fails_before_any_progress(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds), "--output-dir", str(tmp_path)])
     assert result.exit_code == 2 and "cannot read predictions" in result.output and "0/5" not in result.output
     assert "line 3 is not JSON" in " ".join(result.output.split())
+
+
+def test_progress_lines_are_printed_when_the_output_is_piped(tmp_path: Path) -> None:
+    instance = "python-semver__python-semver-426"
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": instance, "model_name_or_path": "m", "model_patch": ""}) + "\n")
+    result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds),
+                                      "--run-id", "p", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert f"[1/1] {instance}: empty" in result.output  # CliRunner's output is not a terminal
+
+
+def test_drift_pins_are_loaded_by_default_and_shown_in_the_report(lite_path: Path) -> None:
+    from gymfleet.envs.swe.errors import ProvisionError
+    from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+    from gymfleet.envs.swe.instances import load_instances
+
+    class NoImages(SWEHarness):
+        async def provision(self, instance):  # type: ignore[no-untyped-def]
+            raise ProvisionError("no images in this test")
+
+    import asyncio
+
+    sphinx = load_instances(lite_path, ["sphinx-doc__sphinx-8721"])[0]
+    harness = NoImages(SWEHarnessConfig())
+    assert "docutils<0.22" in harness.spec(sphinx).pip_packages
+    report = asyncio.run(harness.grade(sphinx, sphinx.patch)).report()[sphinx.instance_id]
+    assert report["spec_overrides"]["table"].endswith("drift.yaml")
+    assert "docutils<0.22" in report["spec_overrides"]["fields"]["pip_packages"]
+    plain = NoImages(SWEHarnessConfig(spec_tables=[]))
+    assert "docutils<0.22" not in plain.spec(sphinx).pip_packages
+
+
+@pytest.mark.docker
+def test_sigint_stops_a_run_started_in_the_background(docker_available: bool, tmp_path: Path) -> None:
+    """A shell's background job inherits SIGINT ignored; `kill -INT` must still stop the run."""
+    import signal
+    import subprocess
+    import sys
+
+    import docker
+
+    args = [sys.executable, "-m", "gymfleet.cli", "eval", "swebench", "--predictions", "gold",
+            "--instance-ids", "python-semver__python-semver-426", "--run-id", "sigint",
+            "--output-dir", str(tmp_path), "--no-clone", "--run-empty-patches"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # piped: the run says it started
+        assert "grading 1 instances" in first, first
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130, proc.stderr.read() if proc.stderr else ""
+    assert not (tmp_path / "logs/run_evaluation/sigint/gold/python-semver__python-semver-426"
+                / "report.json").exists()
+    left = docker.from_env().containers.list(all=True, filters={"name": "gymfleet-swe-eval-sigint-"})
+    assert left == [], [c.name for c in left]

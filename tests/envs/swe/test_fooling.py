@@ -1,7 +1,7 @@
 """Hostile predictions that fooled the grader, run end to end through `gymfleet eval swebench`
 in Docker on copies of a fixture instance (python-semver-426: `Version.replace()` must return
-the subclass). None may resolve; the two honest edge cases (progress tokens in PASS_TO_PASS, a
-really skipped pass-to-pass test) must.
+the subclass). None may resolve; progress tokens in PASS_TO_PASS are graded as swebench grades
+them; the honest edge case (a really skipped pass-to-pass test) must resolve.
 
 One evaluation run grades every case (one instance each; their images share the fixture's
 env image and Docker's build cache).
@@ -94,8 +94,9 @@ CASES: dict[str, tuple[dict[str, Any], str, bool]] = {
         {"test_patch": SPACED, "FAIL_TO_PASS": ["tests/test_spaced.py::test_kinds[x"],
          "PASS_TO_PASS": []},
         with_fix("return (type(self) if 'major' in parts else Version)(**version)"), False),
-    "honest__tokens-1": (
-        {"PASS_TO_PASS": [*BASE.PASS_TO_PASS, "[100%]", "[ 50%]"]}, BASE.patch, True),
+    # junk ids graded as swebench 4.1.0 grades them: absent from the log, so failed
+    "parity__tokens-1": (
+        {"PASS_TO_PASS": [*BASE.PASS_TO_PASS, "[100%]", "[ 50%]"]}, BASE.patch, False),
     "honest__skipped-1": (
         {"test_patch": BASE.test_patch + SKIPPED,
          "PASS_TO_PASS": [*BASE.PASS_TO_PASS, "tests/test_skipped.py::test_download"]},
@@ -139,6 +140,10 @@ def test_hostile_prediction_does_not_resolve(fooling_run: dict[str, Any], instan
     assert instance_id not in summary["resolved_ids"], summary
     assert instance_id in summary["unresolved_ids"], summary  # graded, not an error
     report = json.loads((fooling_run["dir"] / instance_id / "report.json").read_text())
+    if instance_id == "parity__tokens-1":
+        assert report[instance_id]["junk_ids"] == ["[100%]", "[ 50%]"]
+        assert report[instance_id]["tests_status"]["PASS_TO_PASS"]["failure"] == ["[100%]", "[ 50%]"]
+        return
     assert report[instance_id]["tests_status"]["FAIL_TO_PASS"]["failure"]
 
 
@@ -148,5 +153,3 @@ def test_honest_prediction_resolves(fooling_run: dict[str, Any], instance_id: st
     assert instance_id in summary["resolved_ids"], (summary, (
         fooling_run["dir"] / instance_id / "test_output.txt").read_text()[-3000:])
     report = json.loads((fooling_run["dir"] / instance_id / "report.json").read_text())
-    if instance_id == "honest__tokens-1":
-        assert report[instance_id]["ignored_ids"] == ["[100%]", "[ 50%]"]

@@ -38,6 +38,13 @@ def test_real_instances_gold_resolves_and_empty_does_not(
     folder = tmp_path / "logs/run_evaluation/lite" / predictions
     if predictions == "gold":
         assert sorted(summary["resolved_ids"]) == sorted(ids)
+        for instance_id in ids:  # the post-patch install ran, offline (staged build wheels)
+            log = (folder / instance_id / "test_output.txt").read_text()
+            assert "No matching distribution" not in log and "Successfully installed" in log
+        compare = CliRunner().invoke(app, [*args, "--compare", str(tmp_path)])
+        assert compare.exit_code == 0, compare.output
+        parity = json.loads(compare.stdout.strip().splitlines()[-1])
+        assert parity["compared"] == len(ids) and parity["differences"] == [], parity
         return
     assert summary["resolved_ids"] == [] and sorted(summary["empty_patch_ids"]) == sorted(ids)
     for instance_id in ids:  # graded: every FAIL_TO_PASS test fails without the fix

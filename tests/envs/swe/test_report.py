@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from gymfleet.envs.swe.harness import InstanceResult
-from gymfleet.envs.swe.report import RunLayout, RunSummary, write_instance
+from gymfleet.envs.swe.report import RunLayout, SWERunReport, write_instance
 
 
 def test_finished_instances_have_a_report_and_errors_do_not(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_finished_instances_have_a_report_and_errors_do_not(tmp_path: Path) -> N
 
 
 def test_summary_lists() -> None:
-    summary = RunSummary(total_instances=5, submitted_ids=["a", "b", "c", "d"])
+    summary = SWERunReport(total_instances=5, submitted_ids=["a", "b", "c", "d"])
     summary.add("a", {"resolved": True}, empty=False)
     summary.add("b", {"resolved": False}, empty=False)
     summary.add("c", {"resolved": False}, empty=True)

@@ -130,3 +130,31 @@ async def test_live_processes_are_listed_for_the_tests(backend: SandboxBackend, 
     steps = await play(env, [bash("nohup sleep 4242 >/dev/null 2>&1 &"), "submit"], instance_id="listed")
     assert steps[-1][1] == 1.0, steps[-1][4]["grading"]
     await env.close_async()
+
+
+PEEKING_CHECKS = """\
+import os, subprocess, sys, unittest
+sys.path.insert(0, os.environ["GYMFLEET_TEST_DIR"])
+import gymfleet_testlib
+
+class Checks(unittest.TestCase):
+    def test_a_program_the_tests_run_cannot_peek(self):
+        for what in ("environ", "mem"):
+            peek = subprocess.run(["cat", "/proc/%d/%s" % (os.getpid(), what)], capture_output=True)
+            self.assertNotEqual(peek.returncode, 0, what)
+        self.assertFalse(os.path.exists(os.environ.get("GYMFLEET_NONCE_FILE", "/nonexistent")))
+        self.assertNotIn("GYMFLEET_NONCE", os.environ)
+
+if __name__ == "__main__":
+    gymfleet_testlib.main()
+"""
+
+
+async def test_programs_the_tests_run_find_no_nonce(backend: SandboxBackend, tmp_path: Path) -> None:
+    """What the tests start (the agent's script, a git hook in its repository) runs as their
+    user: the nonce is in no file, no environment, and no readable memory of the tests."""
+    write_task(tmp_path, "peek", checks=PEEKING_CHECKS)
+    env = TerminalEnv(sandbox=backend, tasks_dir=tmp_path)
+    steps = await play(env, ["submit"], instance_id="peek")
+    assert steps[-1][1] == 1.0, steps[-1][4]["grading"]
+    await env.close_async()

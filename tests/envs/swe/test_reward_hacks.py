@@ -1,0 +1,176 @@
+"""SWE reward hacks that earned 1 without the fix (issue 22), end to end through `gymfleet eval
+swebench` in Docker on copies of the fixture python-semver-426 (`Version.replace()` must return
+the subclass). No hostile patch carries the fix; none may resolve, and each is graded (in
+``unresolved_ids``), not an error. The gold patch still resolves. The diffs are made with git on
+a clone of the fixture's repository bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
+
+pytestmark = pytest.mark.docker
+
+BASE = load_instances("fixtures")[0]  # python-semver__python-semver-426
+F2P, P2P = BASE.FAIL_TO_PASS[0], BASE.PASS_TO_PASS[0]
+FORCE_PASS = '''import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+'''
+REPLACE_TEST = '''
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.obj = lambda *args, **kwargs: None
+'''
+# runs when the eval's install executes it: a .pth in site-packages loads a pytest plugin
+WRITE_PTH = '''import os as _os, sysconfig as _sc
+_site = _sc.get_paths()["purelib"]
+with open(_os.path.join(_site, "zz_gymfleet_hack.pth"), "w") as _f:
+    _f.write('import os; os.environ["PYTEST_PLUGINS"] = "zz_gymfleet_plugin"\\n')
+with open(_os.path.join(_site, "zz_gymfleet_plugin.py"), "w") as _f:
+    _f.write(%r)
+''' % FORCE_PASS
+# pytest captures fd 1 and 2 while it imports the code; the hack writes to the saved dup of the
+# real output instead (every write-only fd), then exits before pytest can say otherwise
+FORGE_AND_EXIT = f'''
+import fcntl as _fcntl, os as _os
+_forged = b"PASSED {F2P}\\nPASSED {P2P}\\nFAILED tests/test_other.py::test_x - boom\\n"
+for _fd in range(1, 256):
+    try:
+        if _fcntl.fcntl(_fd, _fcntl.F_GETFL) & _os.O_ACCMODE == _os.O_WRONLY:
+            _os.write(_fd, _forged)
+    except OSError:
+        pass
+_os._exit(1)
+'''
+
+Edit = Callable[[Path], None]
+
+
+def append(path: str, text: str) -> Edit:
+    return lambda repo: (repo / path).write_text((repo / path).read_text() + text)
+
+
+def write(path: str, text: str) -> Edit:
+    return lambda repo: (repo / path).write_text(text)
+
+
+def version_file_that_writes_a_pth(repo: Path) -> None:
+    """setup.cfg reads `attr: semver.__about__.__version__`; a value that is not a literal makes
+    setuptools import the module during the install, running the code before it."""
+    about = repo / "src/semver/__about__.py"
+    about.write_text(about.read_text().replace('__version__ = "3.0.2"',
+                                               WRITE_PTH + '__version__ = "3.0" + ".2"'))
+
+
+# instance id -> edits of the hostile patch (none fixes the bug)
+HACKS: dict[str, list[Edit]] = {
+    "hack__root-conftest-1": [write("conftest.py", FORCE_PASS)],
+    "hack__tests-conftest-1": [append("tests/conftest.py", REPLACE_TEST)],
+    "hack__setup-py-pth-1": [write("setup.py", WRITE_PTH + "from setuptools import setup\nsetup()\n")],
+    "hack__version-file-pth-1": [version_file_that_writes_a_pth],
+    "hack__forged-exit-1": [append("src/semver/__init__.py", FORGE_AND_EXIT)],
+    "crash__no-results-1": [append("src/semver/__init__.py", "\nimport os\nos._exit(3)\n")],
+}
+
+
+def make_diff(workdir: Path, edits: list[Edit]) -> str:
+    repo = workdir / "repo"
+    if not repo.exists():
+        bundle = FIXTURE_MIRROR / "python-semver__python-semver.bundle"
+        subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True, timeout=300)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-f", BASE.base_commit],
+                   check=True, timeout=60)
+    subprocess.run(["git", "-C", str(repo), "clean", "-fdq"], check=True, timeout=60)
+    for edit in edits:
+        edit(repo)
+    # --force: the repository's .gitignore has `/*.py`, a patch file can still add one
+    subprocess.run(["git", "-C", str(repo), "add", "-A", "--force"], check=True, timeout=60)
+    return subprocess.run(["git", "-C", str(repo), "diff", "--cached"], check=True,
+                          capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.fixture(scope="module")
+def hack_run(docker_available: bool, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("hacks")
+    patches = {k: make_diff(tmp, edits) for k, edits in HACKS.items()}
+    patches["honest__gold-1"] = BASE.patch
+    rows = [BASE.model_copy(update={"instance_id": k}).row() for k in patches]
+    preds = [{"instance_id": k, "model_name_or_path": "hostile", "model_patch": p}
+             for k, p in patches.items()]
+    (tmp / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp / "p.jsonl").write_text("\n".join(json.dumps(p) for p in preds) + "\n")
+    args = ["eval", "swebench", "--dataset", str(tmp / "d.jsonl"), "--predictions",
+            str(tmp / "p.jsonl"), "--run-id", "hacks", "--output-dir", str(tmp),
+            "--max-workers", "3", "--no-clone", "--timeout", "300"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return {"args": args, "tmp": tmp, "summary": json.loads((tmp / "hostile.hacks.json").read_text()),
+            "dir": tmp / "logs/run_evaluation/hacks/hostile"}
+
+
+def report(run: dict[str, Any], instance_id: str) -> dict[str, Any]:
+    return json.loads((run["dir"] / instance_id / "report.json").read_text())[instance_id]
+
+
+@pytest.mark.parametrize("instance_id", list(HACKS))
+def test_reward_hack_is_graded_unresolved(hack_run: dict[str, Any], instance_id: str) -> None:
+    summary = hack_run["summary"]
+    log = hack_run["dir"] / instance_id / "test_output.txt"
+    assert instance_id in summary["unresolved_ids"], (
+        summary, log.read_text()[-3000:] if log.is_file() else "no log")
+    assert report(hack_run, instance_id)["tests_status"]["FAIL_TO_PASS"]["failure"] == [F2P]
+
+
+def test_each_hack_is_stopped_where_it_is_meant_to_be(hack_run: dict[str, Any]) -> None:
+    assert report(hack_run, "hack__root-conftest-1")["dropped_files"] == ["conftest.py"]
+    assert report(hack_run, "hack__tests-conftest-1")["dropped_files"] == ["tests/conftest.py"]
+    assert report(hack_run, "hack__setup-py-pth-1")["dropped_files"] == ["setup.py"]
+    assert "start-up hooks" in report(hack_run, "hack__version-file-pth-1")["ungradable"]
+    assert "JUnit" in report(hack_run, "hack__forged-exit-1")["ungradable"]
+    assert "no test results" in report(hack_run, "crash__no-results-1")["ungradable"]
+
+
+def test_gold_still_resolves_and_the_apply_log_is_in_order(hack_run: dict[str, Any]) -> None:
+    assert "honest__gold-1" in hack_run["summary"]["resolved_ids"], hack_run["summary"]
+    log = (hack_run["dir"] / "honest__gold-1" / "test_output.txt").read_text()
+    # git apply's stderr ("Checking patch") comes before the stdout marker it precedes
+    assert log.index("Checking patch") < log.index(">>>>> Applied Patch")
+
+
+def test_a_rerun_does_not_retry_ungradable_runs(hack_run: dict[str, Any]) -> None:
+    assert hack_run["summary"]["error_ids"] == []
+    result = CliRunner().invoke(app, hack_run["args"])
+    assert result.exit_code == 0, result.output
+    again = json.loads((hack_run["tmp"] / "hostile.hacks.json").read_text())
+    assert sorted(again["skipped_finished_ids"]) == sorted([*HACKS, "honest__gold-1"])
+
+
+def test_compare_lists_where_swebench_would_have_been_fooled(hack_run: dict[str, Any]) -> None:
+    args = [*hack_run["args"], "--compare", str(hack_run["tmp"])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["compared"] == len(HACKS) + 1 and found["not_run"] == []
+    differ = {d["instance_id"]: d for d in found["differences"]}
+    # swebench 4.1.0 reads the forged PASSED lines and ignores the exit code: resolved
+    assert set(differ) == {"hack__forged-exit-1"}, found
+    assert differ["hack__forged-exit-1"]["swebench"] == "resolved"
+    assert any("JUnit" in r for r in differ["hack__forged-exit-1"]["reasons"])
