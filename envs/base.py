@@ -219,7 +219,9 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
 
         Args:
             seed: picks the instance when ``options`` names none (``instance_ids()[seed % n]``).
-            options: ``{"instance_id": str}`` picks the instance.
+            options: ``{"instance_id": str}`` picks the instance; ``"max_turns": int`` is the
+                caller's turn limit (the orchestrator passes its task's ``max_turns``), which an
+                env may tell the agent and enforce; others ignore it.
 
         Returns:
             ``(observation, info)``; ``info["instance_id"]`` names the instance.

@@ -65,6 +65,7 @@ class SandboxEpisode(Generic[InstanceT, StateT]):
         state: what a subclass keeps per episode, as its own record (``TerminalEnv``'s
             ``TerminalState``: the scratch folder, the shell, the command time used), set by its
             :meth:`SandboxEnv.prepare`; an env that declares no ``StateT`` gets an empty dict.
+        caller_max_turns: the caller's turn limit (``reset`` option ``max_turns``), None if none.
     """
 
     instance_id: str
@@ -74,6 +75,7 @@ class SandboxEpisode(Generic[InstanceT, StateT]):
     turn: int = 0
     done: bool = False
     state: StateT = field(default_factory=dict)  # type: ignore[assignment]  # prepare() sets a family's record
+    caller_max_turns: int | None = None
 
     @property
     def sandbox(self) -> Sandbox:
@@ -247,6 +249,8 @@ class SandboxEnv(AgentEnv, Generic[InstanceT, StateT]):
                                       labels=SandboxLabels(run_id=resources.run_id, rollout_id=rollout_id))
         acquire_s = time.monotonic() - started
         ep: SandboxEpisode[InstanceT, StateT] = SandboxEpisode(instance_id, instance, lease, rollout_id)
+        if options and options.get("max_turns") is not None:  # the caller's turn limit (a run's task)
+            ep.caller_max_turns = int(options["max_turns"])
         try:
             observation, extra = await self.prepare(ep)
         except BaseException:

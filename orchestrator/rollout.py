@@ -165,7 +165,7 @@ class Rollout:
         t0 = time.monotonic()
         try:
             self.env = self.make_env()
-            obs, info = await self.env.reset_async(options={"instance_id": req.instance_id})
+            obs, info = await self.env.reset_async(options={"instance_id": req.instance_id, "max_turns": req.max_turns})
             obs, system = clean_text(obs), clean_text(self.env.system_prompt)  # env text is untrusted
         except Exception as exc:
             raise classify_env_error(exc, "reset") from exc

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gymfleet.trainer.learner import LearnerConfig
 
 from gymfleet.core.jsonl import open_for_append
+from gymfleet.core.quiet import quiet_if_asked
 
 STEPS_FILE = "learner.jsonl"
 PID_FILE = "learner.pid"
@@ -55,6 +56,7 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = No
         attempts: a ``multiprocessing.Value('i')`` counting run_step calls that claimed groups.
         wanted: a ``multiprocessing.Value('i')`` counting groups the refill asked for (None: not shared).
     """
+    quiet_if_asked()  # the parent's third-party noise settings (gymfleet --verbose or not)
     report = Path(args.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,

@@ -38,12 +38,14 @@ SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "brief": BRIEF_SYSTEM_PROMPT}
 """The system prompts a :class:`~gymfleet.envs.terminal.env.TerminalEnvConfig` picks by name."""
 
 
-def first_observation(task: Task) -> str:
-    """The task's instruction with the limits the agent works under."""
+def first_observation(task: Task, max_turns: int | None = None) -> str:
+    """The task's instruction with the limits the agent works under: ``max_turns`` turns (None:
+    the task's ``max_agent_turns``)."""
     cfg = task.config
+    n = cfg.max_agent_turns if max_turns is None else max_turns
     return (
         f"Task: {task.task_id}\n\n{cfg.instruction.strip()}\n\n"
-        f"(You have {cfg.max_agent_turns} turns; each command may run {cfg.timeout_s:g} s. "
+        f"(You have {n} turn{'' if n == 1 else 's'}; each command may run {cfg.timeout_s:g} s. "
         "You start in the task's working directory.)"
     )
 

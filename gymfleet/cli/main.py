@@ -59,7 +59,7 @@ app = typer.Typer(cls=CommandGroup, no_args_is_help=True, add_completion=False, 
 def main(verbose: bool = typer.Option(False, "--verbose", "-v",
                                       help="Show third-party progress bars and warnings (model loading, PEFT).")) -> None:
     """Runs before every command: quiets third-party output unless --verbose."""
-    from gymfleet.cli.quiet import quiet_third_party
+    from gymfleet.core.quiet import quiet_third_party
 
     if not verbose:
         quiet_third_party()

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gymfleet.cli.main import COMMANDS, app
-from gymfleet.cli.quiet import quiet_third_party
+from gymfleet.core.quiet import quiet_third_party
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "peft", "sqlalchemy", "docker", "playwright")
@@ -73,8 +73,8 @@ def test_unknown_command_is_one_line_exit_2() -> None:
 
 
 def test_quiet_sets_library_switches_and_filters_their_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
-    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "info")  # the user's own choice is kept
+    environ = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    monkeypatch.setattr(os, "environ", {**environ, "TRANSFORMERS_VERBOSITY": "info"})  # the user's choice is kept
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         quiet_third_party()
@@ -87,9 +87,20 @@ def test_quiet_sets_library_switches_and_filters_their_warnings(monkeypatch: pyt
 
 
 def test_quiet_turns_off_an_already_imported_transformers() -> None:
-    code = ("import transformers.utils.logging as l; from gymfleet.cli.quiet import quiet_third_party; "
+    code = ("import transformers.utils.logging as l; from gymfleet.core.quiet import quiet_third_party; "
             "quiet_third_party(); print(l.is_progress_bar_enabled(), l.get_verbosity() == l.ERROR)")
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**env, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+def test_a_spawned_child_of_a_quiet_parent_is_quiet_too() -> None:
+    code = ("import os, warnings; from gymfleet.core.quiet import quiet_if_asked; quiet_if_asked(); "
+            "print(os.environ.get('HF_HUB_DISABLE_PROGRESS_BARS'), "
+            "any(f[0] == 'ignore' and f[2] is UserWarning for f in warnings.filters))")
+    for parent, expected in (("1", ["1", "True"]), ("", ["None", "False"])):
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "GYMFLEET_QUIET")}
+        env = {**env, "PYTHONPATH": str(ROOT), "GYMFLEET_QUIET": parent}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+        assert done.stdout.split() == expected, done.stderr

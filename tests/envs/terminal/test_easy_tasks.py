@@ -61,3 +61,43 @@ async def test_gold_1_noop_0_wrong_word_0(local_backend: LocalBackend, task_id: 
     assert gold.reward == 1.0, (gold.turns[0].observation, gold.info["grading"])
     assert noop.reward == 0.0 and noop.info["grading"]["error"] is None
     assert wrong_reward == 0.0 and wrong_info["grading"]["error"] is None, wrong_info["grading"]
+
+
+def _default_easy_entries() -> list[dict]:
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[3] / "configs" / "train-default.yaml").read_text())
+    return [t for t in config["tasks"] if t["env_id"] == "gymfleet/TerminalEasy-v0"]
+
+
+def test_the_prompt_gives_the_turns_the_default_run_allows() -> None:
+    """For every easy instance the default config trains on, the first observation under that
+    task's ``max_turns`` says exactly that many turns (it once said 2 where max_turns was 1)."""
+    import re
+
+    from gymfleet.envs.terminal.prompts import first_observation
+    from gymfleet.envs.terminal.task import load_tasks
+
+    entries = _default_easy_entries()
+    assert entries
+    tasks = load_tasks(EASY_TASKS_DIR)
+    for entry in entries:
+        for task_id in entry.get("instances") or list(tasks):
+            said = re.search(r"You have (\d+) turns?;", first_observation(tasks[task_id], entry["max_turns"]))
+            assert said is not None and int(said.group(1)) == entry["max_turns"], task_id
+
+
+@pytest.mark.bwrap
+async def test_reset_with_the_runs_max_turns_tells_and_enforces_it(local_backend: LocalBackend) -> None:
+    (entry,) = _default_easy_entries()
+    task_id = entry["instances"][0]
+    env = TerminalEnv(sandbox=local_backend, tasks_dir=EASY_TASKS_DIR, task_ids=[task_id])
+    try:
+        obs, info = await env.reset_async(options={"instance_id": task_id, "max_turns": entry["max_turns"]})
+        assert f"You have {entry['max_turns']} turn;" in obs and info["max_turns"] == entry["max_turns"] == 1
+        _, reward, terminated, truncated, _ = await env.step_async(bash_block(env.tasks[task_id].solution_script))
+        assert (reward, terminated, truncated) == (1.0, False, True)  # graded at the run's limit
+        obs, info = await env.reset_async(options={"instance_id": task_id})  # no caller limit: the task's own
+        assert f"You have {env.tasks[task_id].config.max_agent_turns} turns;" in obs
+    finally:
+        await env.close_async()

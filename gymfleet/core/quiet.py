@@ -1,8 +1,10 @@
 """Third-party noise off: progress bars and warnings of the model stacks where nothing happens.
 
-:func:`quiet_third_party` is called once, at command-line start-up, unless ``--verbose``.
-It imports nothing heavy: it sets the environment variables the libraries read when they
-load, and warnings filters that match by module name.
+:func:`quiet_third_party` is called once, at command-line start-up, unless ``--verbose``;
+it marks the environment (``GYMFLEET_QUIET=1``) so that a spawned child (the learner process)
+quiets itself too with :func:`quiet_if_asked`. It imports nothing heavy: it sets the
+environment variables the libraries read when they load, and warnings filters that match by
+module name.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ _ENV = {
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     "TOKENIZERS_PARALLELISM": "false",  # the fork warning of tokenizers
 }
+QUIET_ENV = "GYMFLEET_QUIET"
 _QUIET_MODULES = r"(transformers|peft|huggingface_hub|accelerate|torch)(\..*)?$"
 
 
@@ -24,6 +27,7 @@ def quiet_third_party() -> None:
     """Turns third-party progress bars and advisory warnings off, for this process and the
     processes it starts (learner, workers inherit the environment). A variable the user set
     keeps its value; errors are still printed."""
+    os.environ[QUIET_ENV] = "1"
     for name, value in _ENV.items():
         os.environ.setdefault(name, value)
     for category in (FutureWarning, DeprecationWarning, UserWarning):
@@ -37,3 +41,9 @@ def quiet_third_party() -> None:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()
+
+
+def quiet_if_asked() -> None:
+    """:func:`quiet_third_party` in a child process whose parent was quiet (``GYMFLEET_QUIET=1``)."""
+    if os.environ.get(QUIET_ENV) == "1":
+        quiet_third_party()
