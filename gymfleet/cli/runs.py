@@ -29,7 +29,10 @@ T = TypeVar("T")
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL; default: every runs/*/store.db (or runs/RUN_ID/store.db).")
 ]
-RunsDirOpt = Annotated[Path, typer.Option(help="Where default per-run SQLite stores live.")]
+RunsDirOpt = Annotated[Path, typer.Option(
+    envvar="GYMFLEET_RUNS_DIR",
+    help="The folder holding the runs (RUN_ID/store.db): ./runs by default; from elsewhere pass the "
+         "project's runs/ folder here or set GYMFLEET_RUNS_DIR.")]
 ROLE_STYLE = {"system": "magenta", "user": "green", "assistant": "cyan"}
 
 
@@ -46,7 +49,8 @@ def _stores(store: str | None, runs_dir: Path, run_id: str | None = None) -> lis
     if run_id is not None:
         path = runs_dir / run_id / "store.db"
         if not path.exists():
-            _fail(f"no store at {path}; pass --store URL (the `store:` of the run config)")
+            _fail(f"no store at {path}; pass --runs-dir DIR (the folder holding RUN_ID/store.db, "
+                  "or set GYMFLEET_RUNS_DIR) or --store URL (the `store:` of the run config)")
         return [str(path)]
     return sorted(str(p) for p in runs_dir.glob("*/store.db"))
 

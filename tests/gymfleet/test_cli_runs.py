@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
@@ -50,3 +52,18 @@ def test_long_ids_fold_instead_of_being_cut(tmp_path: Path) -> None:
     assert "…" not in shown.output and max(map(len, shown.output.splitlines())) <= 80
     assert _column(shown.output, "task ") == TASK
     assert f"{RUN_ID}/g/0/a1" in shown.output.replace("\n", "")
+
+
+def test_runs_outside_the_current_folder_are_found_by_runs_dir_or_its_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = tmp_path / "project" / "runs"
+    (runs / RUN_ID).mkdir(parents=True)
+    asyncio.run(_fill(str(runs / RUN_ID / "store.db")))
+    monkeypatch.chdir(tmp_path)  # a folder without ./runs
+    monkeypatch.delenv("GYMFLEET_RUNS_DIR", raising=False)
+    missing = CliRunner().invoke(app, ["runs", "show", RUN_ID, "--n", "1"])
+    assert missing.exit_code == 2 and "--runs-dir" in missing.output
+    by_flag = CliRunner().invoke(app, ["runs", "show", RUN_ID, "--n", "1", "--runs-dir", str(runs)])
+    assert by_flag.exit_code == 0 and _column(by_flag.output, "task ") == TASK, by_flag.output
+    by_env = CliRunner().invoke(app, ["runs", "list"], env={"GYMFLEET_RUNS_DIR": str(runs)})
+    assert by_env.exit_code == 0 and "completed (budget)" in by_env.output, by_env.output
