@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from gymfleet.core.models import load_tokenizer
-from gymfleet.core.records import Trajectory
+from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.trainer.bucket import AdapterBucket
-from gymfleet.trainer.learner import ClaimedGroup, Learner, LearnerConfig, sequence_logprobs
+from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
 
 pytestmark = pytest.mark.model
 
