@@ -11,7 +11,7 @@ from gymfleet.core.records import ClaimedGroup, SamplingParams, staleness
 
 def test_store_and_learner_share_one_claimed_group() -> None:
     from gymfleet.orchestrator.store import ClaimedGroup as StoreGroup
-    from gymfleet.trainer.learner import ClaimedGroup as LearnerGroup
+    from gymfleet.trainer.signal import ClaimedGroup as LearnerGroup
 
     assert StoreGroup is ClaimedGroup and LearnerGroup is ClaimedGroup
 
