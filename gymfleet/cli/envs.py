@@ -21,7 +21,12 @@ from gymfleet.envs.errors import EnvCheckError, EnvError
 from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
-console = Console()
+
+
+def console() -> Console:
+    """A console sized for the terminal at the time of the call (a module-level one would keep the
+    width of whatever first imported this lazily loaded module)."""
+    return Console()
 err_console = Console(stderr=True)
 
 
@@ -48,13 +53,13 @@ def check_command(
     try:
         report = check_env(env_id, env_kwargs=kwargs, n_instances=n_instances, instance_ids=instance)
     except EnvCheckError as exc:
-        console.print(f"[red]contract broken:[/] {exc}", markup=True, highlight=False)
+        console().print(f"[red]contract broken:[/] {exc}", markup=True, highlight=False)
         raise typer.Exit(1) from None
     except (EnvError, ValidationError, KeyError) as exc:  # bad env id or env argument
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        console().print(f"[red]error:[/] {message}", markup=True, highlight=False)
         raise typer.Exit(2) from None
-    console.print(f"[green]ok[/] {env_id}: {report.n_instances} instance(s), gold earned 1 and no-op 0 "
+    console().print(f"[green]ok[/] {env_id}: {report.n_instances} instance(s), gold earned 1 and no-op 0 "
                   f"on each ({', '.join(report.gold_rewards)}), close left nothing ({report.duration_s:.1f} s)",
                   highlight=False)
 
@@ -95,7 +100,7 @@ def rollout(
         episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
     except (EnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        console().print(f"[red]error:[/] {message}", markup=True, highlight=False)
         raise typer.Exit(2) from None
     for ep in episodes:
         if json_out:
@@ -104,7 +109,7 @@ def rollout(
             _print_episode(ep)
     _print_summary(episodes)
     if kwarg:
-        _print_pictures(Path(kwargs[kwarg]), started, err_console if json_out else console)
+        _print_pictures(Path(kwargs[kwarg]), started, err_console if json_out else console())
 
 
 def _print_pictures(folder: Path, since: float, out: Console) -> None:
@@ -153,19 +158,19 @@ def _episode_json(ep: Episode) -> dict:
 
 
 def _print_episode(ep: Episode) -> None:
-    console.rule(f"{ep.env_id} · {ep.instance_id}")
-    console.print(ep.first_observation, markup=False, highlight=False)
+    console().rule(f"{ep.env_id} · {ep.instance_id}")
+    console().print(ep.first_observation, markup=False, highlight=False)
     for i, turn in enumerate(ep.turns):
-        console.print(f"[bold cyan]action {i}[/]")
-        console.print(turn.action, markup=False, highlight=False)
-        console.print(f"[bold green]observation {i}[/]")
-        console.print(turn.observation, markup=False, highlight=False)
+        console().print(f"[bold cyan]action {i}[/]")
+        console().print(turn.action, markup=False, highlight=False)
+        console().print(f"[bold green]observation {i}[/]")
+        console().print(turn.observation, markup=False, highlight=False)
     end = "terminated" if ep.terminated else "truncated" if ep.truncated else "running"
-    console.print(f"[bold]reward {ep.reward:g}[/] ({end}, {len(ep.turns)} turns, {ep.duration_s:.1f} s)")
+    console().print(f"[bold]reward {ep.reward:g}[/] ({end}, {len(ep.turns)} turns, {ep.duration_s:.1f} s)")
 
 
 def _print_summary(episodes: list[Episode]) -> None:
     table = Table("env", "instance", "reward", "turns", "seconds")
     for ep in episodes:
         table.add_row(ep.env_id, ep.instance_id, f"{ep.reward:g}", str(len(ep.turns)), f"{ep.duration_s:.1f}")
-    console.print(table)
+    console().print(table)

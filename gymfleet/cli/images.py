@@ -14,7 +14,12 @@ from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.images import ImageBuilder
 
 images_app = typer.Typer(no_args_is_help=True, help="Container images (images/<name>/).")
-console = Console()
+
+
+def console() -> Console:
+    """A console sized for the terminal at the time of the call (a module-level one would keep the
+    width of whatever first imported this lazily loaded module)."""
+    return Console()
 
 ImagesDir = Annotated[Path | None, typer.Option(help="Folder of image folders (default: the repo's images/).")]
 
@@ -26,15 +31,15 @@ def build(
     images_dir: ImagesDir = None,
 ) -> None:
     """Builds an image (and its missing parents) unless its content-hash tag already exists."""
-    builder = ImageBuilder(images_dir=images_dir, log=lambda line: console.print(line, style="dim", markup=False))
+    builder = ImageBuilder(images_dir=images_dir, log=lambda line: console().print(line, style="dim", markup=False))
     try:
         names = [name] if name else builder.names()
         for image in names:
-            with console.status(f"building {image}"):
+            with console().status(f"building {image}"):
                 ref = builder.ensure(image, force=force)
-            console.print(f"[bold]{ref.tag}[/] {'built' if ref.built else 'up to date'}")
+            console().print(f"[bold]{ref.tag}[/] {'built' if ref.built else 'up to date'}")
     except ImageBuildError as exc:
-        console.print(f"[red]{exc}[/]", markup=True, highlight=False)
+        console().print(f"[red]{exc}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
 
 
@@ -55,6 +60,6 @@ def list_images(images_dir: ImagesDir = None) -> None:
             table.add_row(name, ", ".join(builder.definition(name).parents), tag, built, size)
             table.columns[2].min_width = max(table.columns[2].min_width or 0, len(tag))
     except ImageBuildError as exc:
-        console.print(f"[red]{exc}[/]", highlight=False)
+        console().print(f"[red]{exc}[/]", highlight=False)
         raise typer.Exit(1) from None
-    console.print(table)
+    console().print(table)

@@ -23,7 +23,12 @@ from gymfleet.orchestrator.store.errors import StoreError
 from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
 
 runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, export.")
-console = Console()
+
+
+def console() -> Console:
+    """A console sized for the terminal at the time of the call (a module-level one would keep the
+    width of whatever first imported this lazily loaded module)."""
+    return Console()
 T = TypeVar("T")
 
 StoreOpt = Annotated[
@@ -88,7 +93,7 @@ def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> No
                 f"{run.n_trajectories}: {by_status}" if by_status else "0",
                 f"{sum(rewards) / len(rewards):.3f}" if rewards else "-",
             )
-    console.print(table)
+    console().print(table)
 
 
 @runs_app.command("show")
@@ -111,7 +116,7 @@ def show(
         return await s.run_summary(run_id), await s.trajectories(run_id, **filters)
 
     summary, trajs = _with_store(url, fetch)
-    console.print(_summary_table(summary))
+    console().print(_summary_table(summary))
     for stored in trajs:
         _print_trajectory(stored, max_chars)
 
@@ -142,21 +147,21 @@ def _summary_table(run: RunSummary) -> Table:
 def _print_trajectory(stored: StoredTrajectory, max_chars: int) -> None:
     traj = stored.trajectory
     style = "green" if traj.status is RolloutStatus.ok else "yellow" if traj.status is RolloutStatus.truncated else "red"
-    console.rule()
-    console.print(Text(f"{traj.rollout_id}  ·  {traj.instance_id}", style="bold"), overflow="fold")
+    console().rule()
+    console().print(Text(f"{traj.rollout_id}  ·  {traj.instance_id}", style="bold"), overflow="fold")
     head = Text.assemble(("status ", "bold"), (traj.status.value, style), ("  reward ", "bold"), f"{traj.reward:g}",
                          ("  tokens ", "bold"), f"{traj.n_tokens} ({traj.n_generated_tokens} generated)")
     if traj.reason:
         head.append(f"\nreason: {traj.reason}", style=style)
-    console.print(head)
+    console().print(head)
     for message in traj.messages:
         content = message.content
         if max_chars and len(content) > max_chars:
             content = content[:max_chars] + f"\n… ({len(message.content) - max_chars} more characters)"
-        console.print(Panel(Text(content), title=message.role, title_align="left",
+        console().print(Panel(Text(content), title=message.role, title_align="left",
                             border_style=ROLE_STYLE.get(message.role, "white")))
     timings = " ".join(f"{k}={v:.2f}" for k, v in sorted(traj.timings.items()) if isinstance(v, int | float))
-    console.print(Text(f"timings (s): {timings}", style="dim"))
+    console().print(Text(f"timings (s): {timings}", style="dim"))
 
 
 class Format(str, Enum):
@@ -188,7 +193,7 @@ def export(
             what = "trajectories"
     except OSError as exc:  # the output folder cannot be created or written
         _fail(f"cannot write {out}: {exc}; pass a writable output path")
-    console.print(f"wrote {n} {what} to {out}", highlight=False)
+    console().print(f"wrote {n} {what} to {out}", highlight=False)
 
 
 async def _export_predictions(store: TrajectoryStore, run_id: str, out: Path,

@@ -11,7 +11,12 @@ from rich.console import Console
 from gymfleet.envs.sandbox import sweep
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes (containers, local sandboxes).")
-console = Console()
+
+
+def console() -> Console:
+    """A console sized for the terminal at the time of the call (a module-level one would keep the
+    width of whatever first imported this lazily loaded module)."""
+    return Console()
 
 
 @sandbox_app.command("gc")
@@ -25,9 +30,9 @@ def gc(
     total = 0
     for result in asyncio.run(sweep(run_id=run_id, expired_only=not all_)):
         if result.skipped:
-            console.print(f"{result.backend}: skipped ({result.skipped})", style="dim")
+            console().print(f"{result.backend}: skipped ({result.skipped})", style="dim")
             continue
         detail = f" ({result.at_start} orphaned or expired, of any run, in the start-up sweep)" if result.at_start else ""
-        console.print(f"{result.backend}: removed {result.removed} sandbox(es){detail}")
+        console().print(f"{result.backend}: removed {result.removed} sandbox(es){detail}")
         total += result.removed
-    console.print(f"[bold]removed {total}[/]")
+    console().print(f"[bold]removed {total}[/]")
