@@ -10,12 +10,14 @@ swebench's parser gave each (last line wins; 4.1.0 counts a SKIPPED/XFAIL FAIL_T
 passed).
 
 Repositories swebench's tables do not know (the fixtures) are added to its parser and spec maps
-from gymfleet's spec table, so that its own code grades them too.
+from gymfleet's spec table for the duration of each grading, so that its own code grades them too.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -107,25 +109,39 @@ def compare_instance(instance: SWEInstance, prediction: Prediction, folder: Path
 def swebench_report(instance: SWEInstance, prediction: Prediction, log: Path,
                     spec: RepoSpec) -> dict[str, Any]:
     """swebench 4.1.0's ``get_eval_report`` body for one saved log."""
-    _register(spec)
     test_spec = SimpleNamespace(instance_id=instance.instance_id, repo=instance.repo,
                                 version=instance.version, FAIL_TO_PASS=instance.FAIL_TO_PASS,
                                 PASS_TO_PASS=instance.PASS_TO_PASS)
     pred = {"instance_id": instance.instance_id, "model_patch": prediction.model_patch,
             "model_name_or_path": prediction.model_name_or_path}
-    report = upstream.grading().get_eval_report(test_spec, pred, str(log), True)
+    with _registered(spec):
+        report = upstream.grading().get_eval_report(test_spec, pred, str(log), True)
     return dict(report[instance.instance_id])
 
 
-def _register(spec: RepoSpec) -> None:
-    """Adds a repository swebench does not know to its parser and spec maps (data only: an
-    entry swebench has is never changed)."""
-    c = upstream.constants()
+@contextmanager
+def _registered(spec: RepoSpec) -> Iterator[None]:
+    """Adds a repository swebench does not know to its parser and spec maps for the duration of
+    one grading, then takes it out again (swebench's maps are process-wide: a lasting entry would
+    change later spec lookups in the same process). An entry swebench has is never changed."""
+    specs = upstream.constants().MAP_REPO_VERSION_TO_SPECS
     parsers = upstream.module("harness.log_parsers").MAP_REPO_TO_PARSER
-    if spec.repo not in parsers:
+    added_parser = spec.repo not in parsers
+    added_repo = spec.repo not in specs
+    added_version = added_repo or spec.version not in specs[spec.repo]
+    if added_parser:
         parsers[spec.repo] = spec.parser()
-    versions = c.MAP_REPO_VERSION_TO_SPECS.setdefault(spec.repo, {})
-    versions.setdefault(spec.version, {"test_cmd": spec.test_cmd})
+    if added_version:
+        specs.setdefault(spec.repo, {})[spec.version] = {"test_cmd": spec.test_cmd}
+    try:
+        yield
+    finally:
+        if added_parser:
+            parsers.pop(spec.repo, None)
+        if added_repo:
+            specs.pop(spec.repo, None)
+        elif added_version:
+            specs[spec.repo].pop(spec.version, None)
 
 
 def _our_report(folder: Path, instance_id: str) -> dict[str, Any] | None:

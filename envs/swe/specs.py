@@ -119,9 +119,11 @@ def load_spec(repo: str, version: str, extra_tables: Sequence[Path] = ()) -> Rep
         if version in entries:
             # an entry overrides swebench's field by field (a whole entry replaces it)
             base = dict(table[version]) if table is not None and version in table else {}
-            changed = {k: v for k, v in entries[version].items() if base and base.get(k) != v}
+            # a table written from a dumped RepoSpec carries its own source/overrides: ours win
+            entry = {k: v for k, v in entries[version].items() if k not in ("source", "overrides")}
+            changed = {k: v for k, v in entry.items() if base and base.get(k) != v}
             return RepoSpec(repo=repo, version=version, source=str(path),
-                            **{**base, **entries[version]}, overrides=changed)
+                            **{**base, **entry}, overrides=changed)
         known += list(entries)
     if table is not None:
         if version in table:
