@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gymfleet.core.errors import ConfigError
+from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.cluster import check_reachable
 from gymfleet.trainer import AdapterBucket
 from tests.e2e.train_helpers import ROOT, tiny_train_config
@@ -87,7 +88,11 @@ def test_replica_actors_serve_a_shard_and_killed_actors_are_restarted(tmp_path: 
     # The restarted shard reported, and its rollouts came from the replica actor, which loaded
     # the learner's versions from the bucket itself.
     (shard,) = report["cluster"]["shards"]
-    assert shard["completed"] > 0, shard
+    # The restarted shard reported. It may have finished nothing itself: when its first life had
+    # already stored the groups the 3-step budget needs, the budget ends while it is resuming
+    # (seen once in a full CI run); the store below holds every sample it and its first life ran.
+    assert shard["status"] in {s.value for s in RunStatus}, shard
+    assert shard["completed"] > 0 or shard["status"] == RunStatus.interrupted.value, shard
     (replica,) = report["cluster"]["replicas"]
     assert replica["generated_tokens"] > 0 and replica["adapters"], replica
     per_sample = dict(pg_rows(pg_database, "SELECT sample_id, count(*) FROM trajectories "
