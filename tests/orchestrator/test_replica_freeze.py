@@ -8,15 +8,13 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gymfleet.orchestrator.router import Router, RouterConfig
-from tests.orchestrator.test_serve_replicas import BASE, CONTEXT, SAMPLING, _free_port, _wait_healthy, clients
+from tests.orchestrator.test_serve_replicas import SAMPLING, clients, serve_replicas
 
 pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(900)]
 HEALTH_TIMEOUT_S = 1.0
@@ -25,30 +23,9 @@ PROMPT = [1, 2, 3, 4]
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
-    """Two `gymfleet serve` processes (killed at the end, thawed first)."""
-    folder = tmp_path_factory.mktemp("freeze")
-    urls, procs, logs = [], [], []
-    for i in range(2):
-        port, log = _free_port(), folder / f"replica{i}.log"
-        cmd = [sys.executable, "-m", "gymfleet.cli", "serve", "--port", str(port), "--name", f"replica{i}",
-               "--served-model-name", BASE, "--threads", "1", "--max-context-tokens", str(CONTEXT)]
-        procs.append(subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT))
-        urls.append(f"http://127.0.0.1:{port}")
-        logs.append(log)
-    try:
-        _wait_healthy(urls, procs, logs, timeout_s=420)
-        yield list(zip(urls, procs))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    """Two `gymfleet serve` processes (thawed, then stopped, at the end)."""
+    with serve_replicas(tmp_path_factory.mktemp("freeze"), [[], []]) as served:
+        yield served
 
 
 def _router(pair: list[tuple[str, Any]]) -> tuple[Router, list[Any]]:

@@ -6,11 +6,14 @@ Started once for the module (each loads the embedded model). The kill test runs 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,17 +56,15 @@ def _wait_healthy(urls: list[str], procs: list[subprocess.Popen[bytes]], logs: l
         raise RuntimeError(f"replicas {[urls[i] for i in pending]} not healthy after {timeout_s} s")
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
-    """Four `gymfleet serve` processes; the last holds at most one adapter (to make a broadcast fail)."""
-    folder = tmp_path_factory.mktemp("replicas")
+@contextmanager
+def serve_replicas(folder: Path, extra_args: list[list[str]]) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """One `gymfleet serve` process per entry of ``extra_args`` (its own flags), healthy before it
+    yields; each is thawed (SIGCONT, in case a test froze it), terminated, then killed if it lingers."""
     urls, procs, logs = [], [], []
-    for i in range(4):
-        port = _free_port()
-        log = folder / f"replica{i}.log"
+    for i, extra in enumerate(extra_args):
+        port, log = _free_port(), folder / f"replica{i}.log"
         cmd = [sys.executable, "-m", "gymfleet.cli", "serve", "--port", str(port), "--name", f"replica{i}",
-               "--served-model-name", BASE, "--threads", "1", "--max-context-tokens", str(CONTEXT),
-               "--max-adapters", "1" if i == 3 else "4"]
+               "--served-model-name", BASE, "--threads", "1", "--max-context-tokens", str(CONTEXT), *extra]
         procs.append(subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT))
         urls.append(f"http://127.0.0.1:{port}")
         logs.append(log)
@@ -72,13 +73,23 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[st
         yield list(zip(urls, procs))
     finally:
         for proc in procs:
-            proc.terminate()
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
         for proc in procs:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """Four `gymfleet serve` processes; the last holds at most one adapter (to make a broadcast fail)."""
+    extra = [["--max-adapters", "1" if i == 3 else "4"] for i in range(4)]
+    with serve_replicas(tmp_path_factory.mktemp("replicas"), extra) as served:
+        yield served
 
 
 def clients(replicas: list[tuple[str, Any]], timeout_s: float = 120.0) -> list[VLLMEngine]:
