@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from gymfleet.cli.options import SetOption
 from gymfleet.orchestrator.config import fill_run_id
 from gymfleet.orchestrator.loop import run_loop
 from gymfleet.orchestrator.store.engine import display_url
@@ -23,9 +24,7 @@ console = Console(stderr=True)
 
 def collect_command(
     config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Run config (YAML).")],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
-    ] = None,
+    set_: SetOption = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: the config's, else its file name).")] = None,
     store: Annotated[str | None, typer.Option(help="Store URL (overrides the config's).")] = None,
     bucket: Annotated[str | None, typer.Option(

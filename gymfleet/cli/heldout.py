@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from gymfleet.cli.options import SetOption
+
 if TYPE_CHECKING:
     from gymfleet.run.config import TrainConfig
     from gymfleet.run.heldout import PolicySource
@@ -24,9 +26,7 @@ def heldout_command(
     adapter: Annotated[str | None, typer.Option(
         help="A PEFT adapter folder, or a version of the config's bucket (v3, 3 or latest); "
              "without it: the base model.")] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
-    ] = None,
+    set_: SetOption = None,
 ) -> None:
     """Evaluates one policy on the config's held-out instances; prints pass@1 ± SE (n) per task family."""
     from gymfleet.run.config import load_train_config

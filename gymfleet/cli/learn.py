@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from gymfleet.cli.options import BucketOption, SetOption, TrainConfigArg
 from gymfleet.orchestrator.store.engine import display_url
 
 if TYPE_CHECKING:
@@ -22,12 +23,10 @@ console = Console(stderr=True)
 
 
 def learn_command(
-    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Training config (YAML).")],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
-    ] = None,
+    config: TrainConfigArg,
+    set_: SetOption = None,
     store: Annotated[str | None, typer.Option(help="Store URL the shards write to (overrides the config's).")] = None,
-    bucket: Annotated[str | None, typer.Option(help="fsspec URL of the adapter bucket (overrides the config's).")] = None,
+    bucket: BucketOption = None,
 ) -> None:
     """Trains the run's adapter from the groups in its store and publishes each version to its
     bucket, until the budget is spent or SIGINT/SIGTERM; rerun the same command to resume."""

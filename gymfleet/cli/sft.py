@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from gymfleet.cli.options import BucketOption, SetOption, TrainConfigArg
+
 console = Console(stderr=True)
 
 
 def sft_command(
-    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Training config (YAML).")],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
-    ] = None,
+    config: TrainConfigArg,
+    set_: SetOption = None,
     store: Annotated[str | None, typer.Option(help="Store URL of the run (overrides the config's).")] = None,
-    bucket: Annotated[str | None, typer.Option(help="fsspec URL of the adapter bucket (overrides the config's).")] = None,
+    bucket: BucketOption = None,
 ) -> None:
     """Records gold demonstrations of the config's tasks (warmstart.episodes_per_instance each),
     trains the LoRA adapter on them (warmstart.epochs) and publishes it as version 1 of the run's

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from gymfleet.cli.options import SetOption, TrainConfigArg
 from gymfleet.run.display import PLAIN_INTERVAL_S
 from gymfleet.run.records import Gain, TrainReport, gains_text
 
@@ -18,10 +19,8 @@ console = Console(stderr=True)
 
 
 def train_command(
-    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Training config (YAML).")],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a config field: KEY.PATH=VALUE (repeatable).")
-    ] = None,
+    config: TrainConfigArg,
+    set_: SetOption = None,
     progress: Annotated[bool, typer.Option(
         help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
              "(CI, nohup, a log file), plain progress lines instead.")] = True,
