@@ -184,9 +184,36 @@ async def run_action(page: Any, action: BrowserAction, timeout_s: float = 2.0) -
     return f"{action} done"
 
 
+# Finds a point of the element that is on top (elementFromPoint hits it or a child): the centre
+# first, then a 5x5 grid over its box. Returns [x, y] relative to the element's top-left corner,
+# or null when the centre is on top or no point is (Playwright then clicks, or reports, as usual).
+_VISIBLE_POINT_JS = """el => {
+  const box = el.getBoundingClientRect();
+  const onTop = (x, y) => { const hit = document.elementFromPoint(box.left + x, box.top + y);
+                            return hit !== null && (hit === el || el.contains(hit)); };
+  if (box.width === 0 || box.height === 0 || onTop(box.width / 2, box.height / 2)) return null;
+  for (const fy of [0.5, 0.1, 0.9, 0.3, 0.7]) for (const fx of [0.5, 0.1, 0.9, 0.3, 0.7]) {
+    const x = box.width * fx, y = box.height * fy;
+    if (onTop(x, y)) return [x, y];
+  }
+  return null;
+}"""
+
+
+async def _click(target: Any, timeout_ms: float) -> None:
+    """Clicks ``target`` where it can be seen: at its centre, or, when another element covers
+    the centre (MiniWoB places buttons that overlap), at a visible point of it, as a person
+    would. A wholly covered element still fails with Playwright's own error."""
+    point = await target.evaluate(_VISIBLE_POINT_JS)
+    if point is None:
+        await target.click(timeout=timeout_ms)
+    else:
+        await target.click(position={"x": point[0], "y": point[1]}, timeout=timeout_ms)
+
+
 async def _dispatch(page: Any, target: Any, action: BrowserAction, timeout_ms: float) -> None:
     if action.name == "click":
-        await target.click(timeout=timeout_ms)
+        await _click(target, timeout_ms)
     elif action.name == "hover":
         await target.hover(timeout=timeout_ms)
     elif action.name == "fill":

@@ -157,3 +157,21 @@ async def test_task_without_gold_says_so(browser_host) -> None:
             await env.reset_async(options={"instance_id": "no-such-task"})
     finally:
         await env.close_async()
+
+
+async def test_click_reaches_a_button_whose_centre_another_button_covers(browser_host) -> None:
+    """click-test-2 at seed 128386098 draws TWO over ONE's centre (ONE at x 3-43, y 123-163, TWO
+    at x 15-55, y 139-179): the click lands on ONE's visible corner, as a person's would (it
+    timed out on every turn before, and the gold episode earned 0 in CI)."""
+    env = BrowserEnv(host=browser_host, tasks=["click-test-2"], max_turns=3)
+    try:
+        obs, _ = await env.reset_async(seed=128386098, options={"instance_id": "click-test-2"})
+        covered = await env._page.evaluate(
+            "() => { const [one] = [...document.querySelectorAll('button')].filter(b => b.textContent === 'ONE');"
+            " const r = one.getBoundingClientRect();"
+            " return document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2).textContent; }")
+        assert covered == "TWO"
+        obs, reward, terminated, _, info = await env.step_async(await env.gold_policy().act(obs))
+        assert (reward, terminated, info["success"]) == (1.0, True, True), obs
+    finally:
+        await env.close_async()
