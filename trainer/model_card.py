@@ -38,7 +38,8 @@ class AdapterCard:
         version: the policy version (1, 2, ...).
         step: the learner step the adapter was saved at.
         base_model: the base model's hub id (or folder, when no hub id is known).
-        config: the training config that produced it (the learner's settings, as JSON).
+        config: how it was trained, as JSON: ``config`` (the learner's settings) and ``policy``
+            (what the rollouts were sampled from: base model, sampling, staleness bound).
         recent_rewards: mean reward of the trainable samples of the last learner steps, by step.
         heldout: held-out pass@1 and gains (the report's ``evaluation``), when known.
         note: one line on how the version was made (e.g. the warm start).
@@ -120,8 +121,10 @@ def make_shareable(folder: Path, card: AdapterCard) -> None:
 
 def card_from_meta(run_id: str, meta: dict[str, Any], heldout: dict[str, Any] | None = None) -> AdapterCard:
     """The card of a published version from its ``meta.json`` (and the run's held-out section)."""
-    config = dict(meta.get("config") or {})
-    base = hub_id(ModelSpec.model_validate(config.get("model"))) if "model" in config else "unknown"
+    config = {k: meta[k] for k in ("config", "policy") if isinstance(meta.get(k), dict)}
+    # the base model: the rollout policy's (older versions kept it in the learner config)
+    model = (config.get("policy") or {}).get("model", (config.get("config") or {}).get("model"))
+    base = hub_id(ModelSpec.model_validate(model)) if model is not None else "unknown"
     rewards = {int(step): float(r) for step, r in dict(meta.get("recent_rewards") or {}).items()}
     warm = meta.get("warm_start")
     note = f"Warm start: supervised fine-tuning on {warm.get('n_demonstrations')} gold demonstrations." \

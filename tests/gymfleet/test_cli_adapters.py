@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gymfleet.cli import app
 from gymfleet.core.models import EMBEDDED_HUB_ID
-from gymfleet.trainer import AdapterBucket, LearnerConfig
+from gymfleet.trainer import AdapterBucket, LearnerConfig, RolloutPolicy
 
 runner = CliRunner()
 
@@ -25,7 +25,8 @@ def _publish_old_style(runs: Path, run_id: str) -> None:
     (files / "adapter_model.safetensors").write_bytes(b"weights")
     (files / "learner_state.safetensors").write_bytes(b"state")
     AdapterBucket(str(runs / run_id / "bucket"), run_id).publish(
-        1, files, {"step": 4, "config": LearnerConfig().model_dump(mode="json"), "recent_rewards": {"4": 0.5}})
+        1, files, {"step": 4, "config": LearnerConfig().model_dump(mode="json"),
+                   "policy": RolloutPolicy().model_dump(mode="json"), "recent_rewards": {"4": 0.5}})
 
 
 def test_export_finds_the_run_and_writes_a_plain_peft_folder_with_its_card(tmp_path: Path) -> None:

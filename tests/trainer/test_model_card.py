@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from gymfleet.core.models import EMBEDDED_HUB_ID, ModelSpec, hub_id, resolve_model_dir
-from gymfleet.trainer import AdapterBucket, Learner, LearnerConfig, export_version
+from gymfleet.trainer import AdapterBucket, Learner, LearnerConfig, RolloutPolicy, export_version
 from gymfleet.trainer.errors import TrainError
 from tests.trainer.test_learner import MemoryGroupSource
 
@@ -66,7 +66,7 @@ def _seed_hf_cache(hf_home: Path) -> None:
 
 async def test_a_published_version_is_shareable_and_its_export_loads_without_gymfleet(tmp_path: Path) -> None:
     bucket = AdapterBucket(str(tmp_path / "bucket"), "share")
-    learner = Learner(CONFIG, MemoryGroupSource({}), bucket)
+    learner = Learner(CONFIG, RolloutPolicy(), MemoryGroupSource({}), bucket)
     torch.manual_seed(3)
     with torch.no_grad():  # a non-trivial adapter (lora_B starts at zero)
         for name, p in learner.model.named_parameters():
