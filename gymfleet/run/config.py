@@ -26,6 +26,7 @@ from gymfleet.core.strict import StrictModel, unknown_key_message, validation_pr
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.threads import split_threads, usable_cpus
+from gymfleet.run.trackers import ReportTo
 from gymfleet.trainer import LearnerConfig, RolloutPolicy, SFTConfig, WorkerArgs
 
 DEFAULT_MAX_STALENESS = 4
@@ -175,6 +176,10 @@ class TrainConfig(StrictModel):
     """The warm start from demonstrations (``gymfleet sft``; before ``train`` when enabled)."""
     heldout: HeldOutConfig = Field(default_factory=HeldOutConfig)
     """Held-out evaluation of the base model, the warm-start and the final adapter."""
+    report_to: ReportTo = Field(default_factory=list)
+    """Experiment trackers that get the run's metrics.jsonl and learner.jsonl records and the
+    held-out table: ``tensorboard`` (``<report_dir>/tensorboard``), ``wandb`` (offline,
+    ``<report_dir>/wandb``); a list or ``"tensorboard,wandb"`` (docs/train.md, Experiment tracking)."""
 
     def worker_args(self, report_dir: str | None = None) -> WorkerArgs:
         """What the learner's loop (:func:`gymfleet.trainer.learn`) needs of this run; every step
