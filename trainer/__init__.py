@@ -16,6 +16,7 @@ _EXPORTS = {
     "StepMetrics": ".learner", "RolloutPolicy": ".rollout_policy", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".worker",
     "WorkerArgs": ".worker", "learn": ".worker", "learner_process": ".worker", "SFTConfig": ".sft",
     "SFTReport": ".sft", "warm_start": ".sft", "demonstration_loss": ".sft",
+    "AdapterCard": ".model_card", "export_version": ".model_card",
 }
 
 __all__ = sorted(_EXPORTS)

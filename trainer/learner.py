@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from pydantic import Field, model_validator
 
-from gymfleet.core.models import ModelSpec, load_causal_lm
+from gymfleet.core.models import ModelSpec, hub_id, load_causal_lm
 from gymfleet.core.records import Trajectory
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.core.strict import StrictModel
@@ -34,11 +34,14 @@ from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketError
 from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_learner_state
 from gymfleet.trainer.loss import LossConfig, policy_loss
+from gymfleet.trainer.model_card import AdapterCard, make_shareable
 from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.signal import DynamicSamplingConfig, GroupSource, StepClaimer
 
 log = logging.getLogger(__name__)
 
+RECENT_STEPS = 10
+"""Steps whose mean reward a published version's model card lists."""
 
 
 class LearnerConfig(StrictModel):
@@ -195,6 +198,8 @@ class Learner:
         self.step = 0
         self.version = 0
         self._pending: list[str] = []
+        self.recent_rewards: dict[int, float] = {}
+        """Mean reward of the last :data:`RECENT_STEPS` steps that trained, by step (the model card's)."""
 
     @property
     def model_spec(self) -> ModelSpec:
@@ -308,6 +313,8 @@ class Learner:
             metrics = self.train_on(groups)
             metrics.filter = got.filter
         metrics.reward_by_task = {k: sum(v) / len(v) for k, v in sorted(rewards.items())}
+        if groups:
+            self._remember_reward(metrics.mean_reward)
         metrics.n_zero_variance_groups = len(got.zero_variance_ids)
         metrics.n_extra_claims, metrics.n_groups_short = got.n_extra_claims, got.n_groups_short
         log.info("step %d: %d groups trained, %d zero-variance (%s), %d dropped, %d extra claims, %d short",
@@ -318,6 +325,19 @@ class Learner:
             metrics.published_version = await self.publish()
         return metrics
 
+    def _remember_reward(self, reward: float) -> None:
+        self.recent_rewards[self.step] = reward
+        for old in sorted(self.recent_rewards)[:-RECENT_STEPS]:
+            del self.recent_rewards[old]
+
+    def save_shareable(self, folder: Path, version: int, note: str = "") -> None:
+        """Saves the adapter into ``folder`` as a PEFT folder another machine loads: the base
+        model named by its hub id, and a model card (:mod:`gymfleet.trainer.model_card`)."""
+        self.model.save_pretrained(folder)
+        make_shareable(folder, AdapterCard(
+            self.bucket.run_id, version, self.step, hub_id(self.policy.model), self.meta(),
+            dict(self.recent_rewards), note=note))
+
     async def publish(self) -> int:
         """Commits adapter + optimiser state + consumed group ids, then acks those groups.
 
@@ -326,10 +346,10 @@ class Learner:
         """
         version = max(self.version, self.bucket.newest_version()) + 1
         with tempfile.TemporaryDirectory() as tmp:
-            self.model.save_pretrained(tmp)
+            self.save_shareable(Path(tmp), version)
             save_learner_state(self.optimizer, self.step, Path(tmp))
             meta = {"step": self.step, "consumed_group_ids": list(self._pending),
-                    **self.meta()}
+                    **self.meta(), "recent_rewards": dict(self.recent_rewards)}
             self.bucket.publish(version, Path(tmp), meta)
         self.version = version
         await self.source.ack_groups(self._pending, self.claimer)

@@ -160,7 +160,9 @@ def publish_warm_start(learner: Learner, report: SFTReport, meta: dict[str, obje
     """
     _refuse_if_published(learner.bucket)
     with tempfile.TemporaryDirectory() as tmp:
-        learner.model.save_pretrained(tmp)
+        learner.save_shareable(Path(tmp), WARM_START_VERSION, note=(
+            f"Warm start: supervised fine-tuning on {report.n_demonstrations} gold demonstrations "
+            f"(loss per epoch {', '.join(f'{loss:.4f}' for loss in report.epoch_losses)})."))
         save_learner_state(learner.optimizer, learner.step, Path(tmp))
         learner.bucket.publish(WARM_START_VERSION, Path(tmp), {
             "step": learner.step, "consumed_group_ids": [], **learner.meta(),
