@@ -8,13 +8,15 @@ made to its image (``docker_layer.py``, read on the host) are sorted by :class:`
 - **never carried** (the verifier sees the image's version, or nothing): a file the image has
   under the system code roots (``/bin``, ``/sbin``, ``/lib*``, ``/usr``, and the image's own
   ``PATH``, ``PYTHONPATH`` and ``LD_LIBRARY_PATH`` folders), modified or deleted; Python start-up
-  hooks anywhere (``sitecustomize``, ``usercustomize``; a ``.pth`` with an ``import`` line);
+  hooks anywhere (``sitecustomize``, ``usercustomize``; a ``.pth`` with an ``import`` line; a
+  ``pytest11`` entry point); files at the filesystem root (``/pytest.ini``, ``/conftest.py``);
   compiled Python and new modules of a standard library folder (ahead of site-packages); the
   configuration of the loader, shell, Python, pip, uv, apt and git (``/etc/ld.so.*``,
   ``/etc/profile*``, ``/etc/python3*``, ``/etc/apt``, ...); every dotfile of a home folder;
   and a new file on ``PATH`` or in a Python folder that *shadows* one the image has elsewhere
   (``/usr/local/bin/python3`` before ``/usr/bin/python3``);
-- **carried**: everything else, new files in the code roots included, deletions too.
+- **carried**: everything else, new files in the code roots included, deletions too. The
+  workdir is the agent's: all of it is carried.
 
 When nothing falls in the first group the verifier runs in the agent's own container (after
 its processes are stopped); else in a fresh container of the image into which the carried
@@ -31,17 +33,15 @@ import shlex
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from docker.models.containers import Container
 
 from gymfleet.envs.errors import SandboxError
+from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT
 from gymfleet.envs.sandbox.docker_layer import Layer, LayerEntry
 from gymfleet.envs.sandbox.docker_seal import copy_folder
-
-if TYPE_CHECKING:
-    from gymfleet.envs.sandbox.docker_sandbox import DockerSandbox
 
 CODE_ROOTS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr")
 """Folders of the system's programs, libraries and Python: an image file there is never replaced."""
@@ -103,10 +103,12 @@ class ToolchainRules:
         """Why ``entry`` must not reach the verifier, or None (the content checks of ``.pth`` files
         and the shadowing check are :func:`pth_imports` and :meth:`shadow_patterns`)."""
         path, name = entry.path, posixpath.basename(entry.path)
-        if _HOOK.match(name):
-            return "a Python start-up hook"
         if _under(path, (self.workdir,)):
             return None
+        if _HOOK.match(name):
+            return "a Python start-up hook"
+        if posixpath.dirname(path) == "/" and not entry.is_dir:
+            return "a file at the filesystem root (pytest reads pytest.ini, conftest.py there)"
         if any(fnmatch.fnmatch(path, g) or fnmatch.fnmatch(path, g + "/*") for g in CONFIG_GLOBS):
             return "configuration of the verifier's tools"
         if _HOME_DOT.match(path):
@@ -135,6 +137,27 @@ class ToolchainRules:
             module = name.split(".")[0]
             return [f"{g}/{module}{suffix}" for g in PY_DIR_GLOBS for suffix in ("", ".py", ".*.so", ".so")]
         return []
+
+
+def runs_at_start(entry: LayerEntry) -> str | None:
+    """Why the content of ``entry`` would run inside the verifier's tools: a ``.pth`` file with
+    a line Python's ``site`` executes (``import``), or a distribution's ``entry_points.txt``
+    registering a pytest plugin (``pytest11``, loaded by every pytest that sees it)."""
+    if entry.path.endswith(".pth") and pth_imports(entry):
+        return "a .pth with an import line"
+    if posixpath.basename(entry.path) == "entry_points.txt" and _reads(entry, b"pytest11"):
+        return "a pytest plugin's entry point"
+    return None
+
+
+def _reads(entry: LayerEntry, needle: bytes) -> bool:
+    if entry.deleted:
+        return False
+    try:
+        with open(entry.host_path, "rb") as handle:
+            return needle in handle.read(1 << 20)
+    except OSError:
+        return True  # unreadable here: not carried
 
 
 def pth_imports(entry: LayerEntry) -> bool:
@@ -175,7 +198,7 @@ def sort_changes(layer: Layer, rules: ToolchainRules, ignored: tuple[str, ...]) 
         if _under(entry.path, tuple(dropped_dirs)):
             sorting.dropped[entry.path] = "inside a dropped folder"
             continue
-        why = rules.reason(entry) or ("a .pth with an import line" if pth_imports(entry) else None)
+        why = rules.reason(entry) or runs_at_start(entry)
         if why:
             sorting.dropped[entry.path] = why
             dropped_dirs.append(entry.path)
@@ -239,7 +262,7 @@ def mount_points(container: Container) -> tuple[str, ...]:
     return tuple(m.get("Destination", "") for m in container.attrs.get("Mounts") or [] if m.get("Destination"))
 
 
-async def carry_changes(fresh: DockerSandbox, target: Container, source: Container, sorting: Sorting,
+async def carry_changes(fresh: Sandbox, target: Container, source: Container, sorting: Sorting,
                         run_blocking: Callable[..., Awaitable[Any]]) -> None:
     """Replays ``sorting.carried`` from ``source`` (stopped processes) into the fresh sandbox
     ``fresh`` (container ``target``), after dropping what shadows the image; then copies the
@@ -265,7 +288,7 @@ async def carry_changes(fresh: DockerSandbox, target: Container, source: Contain
             await run_blocking(copy_folder, source, target, folder)
 
 
-async def _drop_shadowing(fresh: DockerSandbox, sorting: Sorting) -> None:
+async def _drop_shadowing(fresh: Sandbox, sorting: Sorting) -> None:
     paths = list(sorting.shadow)
     args: list[str] = []
     for path in paths:

@@ -98,6 +98,30 @@ async def test_replaced_tools_earn_nothing_and_the_real_checks_run(docker_availa
     assert info["grading"]["fresh_sandbox"] is True
 
 
+# pytest reads an ini file in the folders above /tests (here /), then every conftest.py from
+# there down: one at the root turns every failure into a pass (uvx-verifier's reward is pytest's exit).
+ROOT_CONFTEST = """
+printf '[pytest]\\n' > /pytest.ini
+cat > /conftest.py <<'PY'
+import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+PY
+echo replaced
+"""
+
+
+async def test_a_pytest_config_above_the_tests_earns_nothing(docker_available: bool) -> None:
+    observations, reward, info = await _play([bash(ROOT_CONFTEST)], TASKS, "uvx-verifier")
+    assert "replaced" in observations[0], observations[0]
+    assert reward == 0.0 and info["grading"]["error"] is None, info["grading"]
+    assert set(info["grading"]["withheld"]) == {"/pytest.ini", "/conftest.py"}, info["grading"]
+
+
 async def test_a_solution_beside_a_replaced_tool_is_still_graded_on_its_files(docker_available: bool) -> None:
     """The agent's work outside the workdir reaches the fresh verifier; only its tools do not."""
     solve = ("mkdir -p /srv/out && jq -n --arg g \"$(cat $GREETING_FILE)\" --argjson c 3 "

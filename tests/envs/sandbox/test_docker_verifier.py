@@ -29,7 +29,8 @@ def entry(path: str, *, in_image: bool = False, is_dir: bool = False, image_dir:
     ("/usr/lib/python3.11/pytest.py", False, "a module in a standard library folder"),
     ("/usr/local/lib/python3.11/dist-packages/x/__pycache__/a.cpython-311.pyc", False, "compiled Python"),
     ("/etc/python3.11/sitecustomize.py", True, "a Python start-up hook"),
-    ("/app/usercustomize.py", False, "a Python start-up hook"),
+    ("/usr/local/lib/python3.11/dist-packages/usercustomize.py", False, "a Python start-up hook"),
+    ("/conftest.py", False, "a file at the filesystem root (pytest reads pytest.ini, conftest.py there)"),
     ("/etc/ld.so.preload", False, "configuration of the verifier's tools"),
     ("/etc/apt/apt.conf.d/99hook", False, "configuration of the verifier's tools"),
     ("/root/.bashrc", True, "a dotfile of a home folder"),
@@ -37,6 +38,7 @@ def entry(path: str, *, in_image: bool = False, is_dir: bool = False, image_dir:
     ("/usr/local/bin/mytool", False, None),  # new, shadowing nothing (checked in the image later)
     ("/etc/nginx/nginx.conf", True, None),
     ("/app/solution.py", True, None),  # the workdir is the agent's, PYTHONPATH or not
+    ("/app/sitecustomize.py", False, None),
     ("/srv/data.txt", False, None),
 ])
 def test_rules_keep_the_toolchain_and_nothing_else(path: str, in_image: bool, why: str | None) -> None:
