@@ -98,6 +98,23 @@ async def test_replaced_tools_earn_nothing_and_the_real_checks_run(docker_availa
     assert info["grading"]["fresh_sandbox"] is True
 
 
+# The verifier starts in the workdir, which Python puts first on sys.path for `python3 -`: a
+# json.py there is what the test script imports, unless the script runs `python3 -I` (the example's does).
+WORKDIR_MODULE = """
+cat > /app/json.py <<'PY'
+def load(f): return {}
+def dump(obj, f): f.write('FORGED')
+PY
+echo replaced
+""".replace("FORGED", FORGED)
+
+
+async def test_a_workdir_module_shadowing_the_verifiers_import_earns_nothing(docker_available: bool) -> None:
+    observations, reward, info = await _play([bash(WORKDIR_MODULE)])
+    assert "replaced" in observations[0], observations[0]
+    assert reward == 0.0 and info["grading"]["extra"] == {"greeting_ok": 0.0, "count_ok": 0.0}, info["grading"]
+
+
 # pytest reads an ini file in the folders above /tests (here /), then every conftest.py from
 # there down: one at the root turns every failure into a pass (uvx-verifier's reward is pytest's exit).
 ROOT_CONFTEST = """
