@@ -88,8 +88,8 @@ def run_gymfleet(args: argparse.Namespace, root: Path, console: Any) -> dict[str
         "learner_threads": 1, "seed": args.seed, "budget": {"max_steps": args.steps},
         "learner": {**_lora(args), "learning_rate": args.lr, "groups_per_step": args.prompts_per_step,
                     "micro_batch_size": args.prompts_per_step * args.group_size, "max_tokens": 256,
-                    "max_staleness": args.max_staleness, "temperature": args.temperature, "publish_every": 1,
-                    "dynamic_sampling": {"enabled": False}},
+                    "publish_every": 1, "dynamic_sampling": {"enabled": False}},
+        "max_staleness": args.max_staleness,
         "tasks": [{**_task(args), "instances": TRAIN_WORDS, "group_size": args.group_size}],
     })
     console.print(f"[bold]gymfleet[/bold] ({args.gymfleet_mode}): {args.steps} steps x {args.prompts_per_step} prompts x {args.group_size} samples")

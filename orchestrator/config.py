@@ -162,9 +162,9 @@ class RunConfig(StrictModel):
     """Most policy versions a sample may lag (:func:`gymfleet.core.records.staleness`: the
     version now minus the version that generated its oldest token). The learner drops samples
     staler than this; the scheduler stops admitting while an in-flight rollout already lags the
-    newest loaded version by more (its samples would be dropped). In a training config it is
-    also ``learner.max_staleness`` (set either; two different values are refused). None: no
-    bound (collection)."""
+    newest loaded version by more (its samples would be dropped). In a training config the
+    learner gets it too (:class:`~gymfleet.trainer.rollout_policy.RolloutPolicy`; 4 when unset).
+    None: no bound (collection)."""
     quarantine_after: int = Field(default=5, ge=1)
     """Consecutive infra_error rollouts of a task that quarantine it."""
     lease_s: float = Field(default=60.0, gt=0)

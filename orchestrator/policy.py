@@ -23,6 +23,7 @@ from gymfleet.core.errors import ConfigError
 from gymfleet.core.records import SamplingParams
 from gymfleet.orchestrator.config import PolicyConfig
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.orchestrator.engines.limits import ReplicaLimits
 from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
 from gymfleet.orchestrator.protocols import Engine, PolicyGateway
 
@@ -64,6 +65,8 @@ class _Build:
     """Closes the replicas (and stops launched servers) when the gateway closes."""
     max_staleness: int | None
     """The run's staleness bound (launched vLLM servers get ``max_staleness + 2`` LoRA slots)."""
+    limits: ReplicaLimits
+    """The router's per-call limits, which HTTP replica clients use as their own timeouts."""
 
 
 async def _transformers_replicas(cfg: TransformersEngineConfig, build: _Build) -> list[Engine]:
@@ -80,7 +83,7 @@ async def _vllm_replicas(cfg: VLLMEngineConfig, build: _Build) -> list[Engine]:
     from gymfleet.orchestrator.engines.vllm_launcher import launch_servers
 
     if not cfg.launch:
-        return [await build.stack.enter_async_context(VLLMEngine(cfg))]
+        return [await build.stack.enter_async_context(VLLMEngine(cfg, limits=build.limits))]
     server, model = cfg.server, build.policy.model
     if build.max_staleness is not None:  # a version with rollouts in flight must keep its LoRA slot
         server = server.model_copy(update={"max_loras": max(server.max_loras, build.max_staleness + 2)})
@@ -92,7 +95,7 @@ async def _vllm_replicas(cfg: VLLMEngineConfig, build: _Build) -> list[Engine]:
     for i, launched in enumerate(servers):
         name = f"{cfg.name}-{i}" if cfg.name else launched.base_url
         client = cfg.model_copy(update={"base_url": launched.base_url, "model": launched.served_model_name, "name": name})
-        engines.append(await build.stack.enter_async_context(VLLMEngine(client)))
+        engines.append(await build.stack.enter_async_context(VLLMEngine(client, limits=build.limits)))
     return engines
 
 
@@ -130,7 +133,13 @@ async def _gateway_builder(cfg: PolicyConfig, run_id: str, max_staleness: int | 
 
     async with AsyncExitStack() as stack:
         specs = cfg.engines or [TransformersEngineConfig(name="local-0", source=cfg.model)]
-        build = _Build(cfg, stack, max_staleness)
+        router_cfg = cfg.router
+        if router_cfg is None:
+            # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
+            # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
+            http_specs = any(isinstance(spec, VLLMEngineConfig) for spec in specs)
+            router_cfg = RouterConfig(request_timeout_s=24 * 3600.0) if not http_specs else RouterConfig()
+        build = _Build(cfg, stack, max_staleness, router_cfg)
         made: list[list[Engine]] = []
         for i, spec in enumerate(specs):
             try:
@@ -139,11 +148,6 @@ async def _gateway_builder(cfg: PolicyConfig, run_id: str, max_staleness: int | 
                 raise ConfigError(f"policy.engines.{i} ({spec.kind}): {exc}") from exc
         replicas = [engine for group in made for engine in group]
         http = [e for spec, group in zip(specs, made) if isinstance(spec, VLLMEngineConfig) for e in group]
-        router_cfg = cfg.router
-        if router_cfg is None:
-            # In-process replicas are not "hanging" when a turn is slow (a busy CPU): the task's
-            # turn_timeout_s is the limit there, so the router's own per-request limit is lifted.
-            router_cfg = RouterConfig(request_timeout_s=24 * 3600.0) if not http else RouterConfig()
         router = await stack.enter_async_context(Router(replicas, router_cfg))
         tokenizer = getattr(replicas[0], "tokenizer", None)
         if tokenizer is None:

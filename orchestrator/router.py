@@ -26,7 +26,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_expo
 from uhashring import HashRing
 
 from gymfleet.core.records import Generation, SamplingParams
-from gymfleet.core.strict import StrictModel
+from gymfleet.orchestrator.engines.limits import ReplicaLimits
 from gymfleet.orchestrator.engines.errors import (
     AdapterPublishError,
     NoReplicaError,
@@ -39,19 +39,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class RouterConfig(StrictModel):
-    """How the router watches and calls its replicas."""
+class RouterConfig(ReplicaLimits):
+    """How the router watches and calls its replicas: the per-call limits
+    (:class:`~gymfleet.orchestrator.engines.limits.ReplicaLimits`: ``request_timeout_s``,
+    ``adapter_timeout_s``, ``health_timeout_s``) and the ring's settings below."""
 
     vnodes: int = Field(default=160, ge=1)
     """Virtual nodes per replica on the hash ring (more = more even spread)."""
-    request_timeout_s: float = Field(default=300.0, gt=0)
-    """Limit of one generate call on one replica; past it the request is retried elsewhere."""
-    adapter_timeout_s: float = Field(default=120.0, gt=0)
-    """Limit of one adapter load/unload on one replica; past it the broadcast fails."""
     health_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between health-check rounds."""
-    health_timeout_s: float = Field(default=5.0, gt=0)
-    """Limit of one health check; a replica that does not answer in time has failed that check."""
     fail_after: int = Field(default=3, ge=1)
     """Consecutive failed health checks or requests after which a replica leaves the ring."""
     outage_wait_s: float = Field(default=300.0, ge=0)

@@ -172,6 +172,9 @@ class Scheduler:
         try:
             await self._admit_loop()
             await self._drain()
+        except BaseException:  # refused, crashed or cancelled: the run must not read `running` for ever
+            await self._mark_interrupted()
+            raise
         finally:
             ticker.cancel()
             heartbeat.cancel()
@@ -193,6 +196,14 @@ class Scheduler:
         self._event("end", status=status.value, completed=outcome.completed, by_status=outcome.by_status,
                     quarantined=outcome.quarantined)
         return outcome
+
+    async def _mark_interrupted(self) -> None:
+        """Records the run as interrupted when it ends by an exception (best effort: a store
+        that cannot be written any more keeps ``running``, and its error is the one raised)."""
+        try:
+            await self.store.set_run_status(self.config.run_id, RunStatus.interrupted)
+        except Exception as exc:  # the original exception matters more than this one
+            log.warning("could not mark run %s interrupted: %s", self.config.run_id, exc)
 
     def _final_status(self) -> RunStatus:
         if any(w.quarantined for w in self.work.values()):

@@ -90,16 +90,16 @@ def main() -> None:
     args = parser.parse_args()
     _package()
     from gymfleet.core.models import ModelSpec, resolve_device
-    from gymfleet.trainer import AdapterBucket, Learner, LearnerConfig
+    from gymfleet.trainer import AdapterBucket, Learner, LearnerConfig, RolloutPolicy
 
     device = resolve_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         spec = ModelSpec(name_or_path=_model_dir(args, Path(tmp)), dtype=args.dtype, device=device)
-        config = LearnerConfig(model=spec, lora_rank=args.lora_rank, lora_alpha=2.0 * args.lora_rank,
+        config = LearnerConfig(dtype=args.dtype, device=device, lora_rank=args.lora_rank, lora_alpha=2.0 * args.lora_rank,
                                groups_per_step=args.groups, micro_batch_size=args.micro_batch, max_tokens=args.seq_len,
                                objective="none")  # random behaviour logprobs: no ratio mask, every token's gradient
         t_load = time.perf_counter()
-        learner = Learner(config, source=None, bucket=AdapterBucket(str(Path(tmp) / "bucket"), "gpu-check"))
+        learner = Learner(config, RolloutPolicy(model=spec), source=None, bucket=AdapterBucket(str(Path(tmp) / "bucket"), "gpu-check"))
         load_s = time.perf_counter() - t_load
         vocab = int(learner.model.config.vocab_size)
         n_total = sum(p.numel() for p in learner.model.parameters())

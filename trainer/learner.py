@@ -23,9 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from gymfleet.core.models import ModelSpec, load_causal_lm
+from gymfleet.core.models import ModelSpec, hub_id, load_causal_lm
 from gymfleet.core.records import Trajectory
 from gymfleet.core.sampling import token_logprobs
 from gymfleet.core.strict import StrictModel
@@ -34,18 +34,27 @@ from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketError
 from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_learner_state
 from gymfleet.trainer.loss import LossConfig, policy_loss
+from gymfleet.trainer.model_card import AdapterCard, make_shareable
+from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.signal import DynamicSamplingConfig, GroupSource, StepClaimer
 
 log = logging.getLogger(__name__)
 
+RECENT_STEPS = 10
+"""Steps whose mean reward a published version's model card lists."""
 
 
 class LearnerConfig(StrictModel):
-    """The learner's settings (written into every published adapter's meta.json)."""
+    """The learner's own settings (written into every published adapter's meta.json).
 
-    model: ModelSpec = Field(default_factory=ModelSpec)
-    """Base model the adapter is trained for; in a training config, ``policy.model`` (the one
-    the engines serve; a different one is refused)."""
+    What it shares with the rollouts (base model, sampling, staleness bound) is not here: the run
+    owns it and passes it as a :class:`~gymfleet.trainer.rollout_policy.RolloutPolicy`.
+    """
+
+    dtype: str = "float32"
+    """torch dtype the learner holds the base model in (the engines may serve another)."""
+    device: str = "auto"
+    """Where the learner trains: ``auto`` (a GPU when there is one), ``cpu``, ``cuda:0``..."""
     lora_rank: int = Field(8, ge=1)
     """LoRA rank r (rank 1 works)."""
     lora_alpha: float = 16.0
@@ -66,14 +75,6 @@ class LearnerConfig(StrictModel):
     """Lower edge of the ratio band: tokens with ratio <= 1 - eps_low are masked (dsis)."""
     eps_high: float = 0.28
     """Upper edge: tokens with ratio >= 1 + eps_high are masked (dsis)."""
-    temperature: float = 1.0
-    """Sampling temperature of the rollouts; learner logprobs use the engine's definition."""
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    """Nucleus mass of the rollouts; learner logprobs are taken after the same truncation."""
-    max_staleness: int = Field(4, ge=0)
-    """Most policy versions a sample may lag (:func:`gymfleet.core.records.staleness`: the
-    learner's version minus the version that generated the sample's oldest token); staler
-    samples are dropped. In a training config it is the run's ``max_staleness`` too."""
     groups_per_step: int = Field(4, ge=1)
     """Groups per optimiser step (groups with reward variance, when dynamic sampling is on)."""
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
@@ -88,6 +89,22 @@ class LearnerConfig(StrictModel):
     claim_lease_s: float = 900.0
     """Seconds a claim holds before the store hands the group to another learner; must exceed
     ``publish_every`` steps."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _run_owned(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, owner in RUN_OWNED.items():
+                if key in data:
+                    raise ValueError(f"learner.{key} is not a learner setting: the run owns it ({owner}); "
+                                     f"drop learner.{key} and set {owner}")
+        return data
+
+
+RUN_OWNED = {"model": "policy.model (the model the engines serve)",
+             "temperature": "tasks[].sampling.temperature", "top_p": "tasks[].sampling.top_p",
+             "max_staleness": "the top-level max_staleness"}
+"""Keys an older learner config carried that the run now owns, and where they are set."""
 
 
 @dataclass
@@ -145,6 +162,7 @@ class Learner:
 
     Args:
         config: the learner's settings.
+        policy: what the rollouts were sampled from (base model, sampling, staleness bound).
         source: the store (complete groups).
         bucket: where adapters are published and resumed from.
         claimer: a name for this learner's claims.
@@ -153,19 +171,20 @@ class Learner:
         should_stop: True once the learner is asked to stop (a step's refill then ends at once).
     """
 
-    def __init__(self, config: LearnerConfig, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner",
+    def __init__(self, config: LearnerConfig, policy: RolloutPolicy, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner",
                  on_refill: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
                  ) -> None:
         from peft import LoraConfig, get_peft_model
 
         self.config = config
+        self.policy = policy
         self.source = source
         self.bucket = bucket
         self.claimer = claimer
         self.claims = StepClaimer(source, claimer, config.groups_per_step, config.claim_lease_s,
                                   config.dynamic_sampling, on_refill, should_stop)
         torch.manual_seed(0)
-        base = load_causal_lm(config.model)
+        base = load_causal_lm(self.model_spec)
         lora = LoraConfig(
             r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
             target_modules=config.target_modules, task_type="CAUSAL_LM",
@@ -173,12 +192,23 @@ class Learner:
         self.model = get_peft_model(base, lora)
         self.model.train()
         self.device = next(self.model.parameters()).device
-        """Where the model is (``config.model.device``); batches are moved there."""
+        """Where the model is (``config.device``); batches are moved there."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.step = 0
         self.version = 0
         self._pending: list[str] = []
+        self.recent_rewards: dict[int, float] = {}
+        """Mean reward of the last :data:`RECENT_STEPS` steps that trained, by step (the model card's)."""
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The served base model, held in the learner's own dtype and on its device."""
+        return self.policy.model.model_copy(update={"dtype": self.config.dtype, "device": self.config.device})
+
+    def meta(self) -> dict[str, Any]:
+        """What every published version records of how it was trained (``meta.json``)."""
+        return {"config": self.config.model_dump(mode="json"), "policy": self.policy.model_dump(mode="json")}
 
     @property
     def pending_group_ids(self) -> list[str]:
@@ -254,8 +284,8 @@ class Learner:
 
     def _micro_step(self, micro: TrainBatch, total_tokens: int):
         micro = micro.to(self.device)
-        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.config.temperature,
-                                 self.config.top_p)
+        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.policy.temperature,
+                                 self.policy.top_p)
         out = policy_loss(
             logp, micro.behaviour_logp, micro.advantages, micro.loss_mask,
             objective=self.config.objective, config=self.loss_config, n_tokens_total=total_tokens,
@@ -266,7 +296,7 @@ class Learner:
     async def run_step(self) -> StepMetrics | None:
         """Claims groups (refilling past zero-variance ones), trains one step and publishes when due.
         None when no group is ready."""
-        got = await self.claims.claim_step(self.version, self.config.max_staleness)
+        got = await self.claims.claim_step(self.version, self.policy.max_staleness)
         if got is None:
             return None
         rewards: dict[str, list[float]] = {}
@@ -283,6 +313,8 @@ class Learner:
             metrics = self.train_on(groups)
             metrics.filter = got.filter
         metrics.reward_by_task = {k: sum(v) / len(v) for k, v in sorted(rewards.items())}
+        if groups:
+            self._remember_reward(metrics.mean_reward)
         metrics.n_zero_variance_groups = len(got.zero_variance_ids)
         metrics.n_extra_claims, metrics.n_groups_short = got.n_extra_claims, got.n_groups_short
         log.info("step %d: %d groups trained, %d zero-variance (%s), %d dropped, %d extra claims, %d short",
@@ -293,6 +325,19 @@ class Learner:
             metrics.published_version = await self.publish()
         return metrics
 
+    def _remember_reward(self, reward: float) -> None:
+        self.recent_rewards[self.step] = reward
+        for old in sorted(self.recent_rewards)[:-RECENT_STEPS]:
+            del self.recent_rewards[old]
+
+    def save_shareable(self, folder: Path, version: int, note: str = "") -> None:
+        """Saves the adapter into ``folder`` as a PEFT folder another machine loads: the base
+        model named by its hub id, and a model card (:mod:`gymfleet.trainer.model_card`)."""
+        self.model.save_pretrained(folder)
+        make_shareable(folder, AdapterCard(
+            self.bucket.run_id, version, self.step, hub_id(self.policy.model), self.meta(),
+            dict(self.recent_rewards), note=note))
+
     async def publish(self) -> int:
         """Commits adapter + optimiser state + consumed group ids, then acks those groups.
 
@@ -301,10 +346,10 @@ class Learner:
         """
         version = max(self.version, self.bucket.newest_version()) + 1
         with tempfile.TemporaryDirectory() as tmp:
-            self.model.save_pretrained(tmp)
+            self.save_shareable(Path(tmp), version)
             save_learner_state(self.optimizer, self.step, Path(tmp))
             meta = {"step": self.step, "consumed_group_ids": list(self._pending),
-                    "config": self.config.model_dump(mode="json")}
+                    **self.meta(), "recent_rewards": dict(self.recent_rewards)}
             self.bucket.publish(version, Path(tmp), meta)
         self.version = version
         await self.source.ack_groups(self._pending, self.claimer)

@@ -28,6 +28,7 @@ from gymfleet.trainer.batch import TrainBatch, collate
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import TrainError
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
+from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.learner_state import save_learner_state
 from gymfleet.trainer.loss import sft_loss
 
@@ -159,18 +160,20 @@ def publish_warm_start(learner: Learner, report: SFTReport, meta: dict[str, obje
     """
     _refuse_if_published(learner.bucket)
     with tempfile.TemporaryDirectory() as tmp:
-        learner.model.save_pretrained(tmp)
+        learner.save_shareable(Path(tmp), WARM_START_VERSION, note=(
+            f"Warm start: supervised fine-tuning on {report.n_demonstrations} gold demonstrations "
+            f"(loss per epoch {', '.join(f'{loss:.4f}' for loss in report.epoch_losses)})."))
         save_learner_state(learner.optimizer, learner.step, Path(tmp))
         learner.bucket.publish(WARM_START_VERSION, Path(tmp), {
-            "step": learner.step, "consumed_group_ids": [], "config": learner.config.model_dump(mode="json"),
+            "step": learner.step, "consumed_group_ids": [], **learner.meta(),
             **(meta or {}), "warm_start": asdict(report) | {"version": WARM_START_VERSION},
         })
     learner.version = report.version = WARM_START_VERSION
     return WARM_START_VERSION
 
 
-def warm_start(learner_config: LearnerConfig, bucket: AdapterBucket, demos: Sequence[Trajectory],
-               config: SFTConfig, meta: dict[str, object] | None = None) -> SFTReport:
+def warm_start(learner_config: LearnerConfig, policy: RolloutPolicy, bucket: AdapterBucket,
+               demos: Sequence[Trajectory], config: SFTConfig, meta: dict[str, object] | None = None) -> SFTReport:
     """Loads the learner's model and LoRA, trains on ``demos`` and publishes version 1.
 
     Blocking (seconds to minutes of torch): call it from a thread in an event loop.
@@ -180,7 +183,7 @@ def warm_start(learner_config: LearnerConfig, bucket: AdapterBucket, demos: Sequ
         BucketError: the bucket cannot be written.
     """
     _refuse_if_published(bucket)  # before loading any weights
-    learner = Learner(learner_config, _NoGroups(), bucket, claimer="warm-start")
+    learner = Learner(learner_config, policy, _NoGroups(), bucket, claimer="warm-start")
     report = train_on_demonstrations(learner, demos, config)
     publish_warm_start(learner, report, meta)
     return report

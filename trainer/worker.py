@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gymfleet.trainer.learner import LearnerConfig
+    from gymfleet.trainer.rollout_policy import RolloutPolicy
 
 from gymfleet.core.jsonl import open_for_append
 from gymfleet.core.quiet import quiet_if_asked
@@ -36,6 +37,8 @@ class WorkerArgs:
 
     learner: LearnerConfig
     """The learner's settings (a pydantic model: it pickles across the spawn)."""
+    policy: RolloutPolicy
+    """What the rollouts were sampled from (the run's model, sampling and staleness bound)."""
     store_url: str
     run_id: str
     bucket_url: str
@@ -107,7 +110,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         source = StoreGroupSource(store, args.run_id, min_groups=args.min_groups)
         claimer = new_learner_id()  # its own identity: a second learner on the run is refused
         released = await source.take_seat(claimer, config.claim_lease_s)
-        learner = Learner(config, source, AdapterBucket(args.bucket_url, args.run_id), claimer=claimer,
+        learner = Learner(config, args.policy, source, AdapterBucket(args.bucket_url, args.run_id), claimer=claimer,
                           on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
         log = logging.getLogger("gymfleet.trainer.worker")

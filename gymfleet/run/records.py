@@ -186,11 +186,12 @@ OPTIONAL_SECTIONS = ("error", "evaluation", "cluster")
 
 @dataclass
 class TrainReport:
-    """What one start of a training job did: ``report.json``, built once at the job's end
-    (:func:`gymfleet.run.report.build_report`) and serialised once (:meth:`to_dict`).
+    """What a training run did, as of the end of its latest job start: ``report.json``, built once
+    at the job's end (:func:`gymfleet.run.report.build_report`) and serialised once (:meth:`to_dict`).
 
-    The learner's side comes from this start's rows of ``learner.jsonl``, the orchestrator's
-    from the :class:`GenerationTimeline`; times ``t``/``t_s`` are seconds since the job started.
+    Counts, idle times and adapter loads are this start's (its rows of ``learner.jsonl``, the
+    orchestrator's :class:`GenerationTimeline`; ``adapter_loads[].t`` in seconds since it began);
+    ``steps``, ``reward_by_task`` and ``starts`` cover every start of the run.
     Each key is described in docs/train.md (Report).
 
     Attributes:
@@ -205,11 +206,18 @@ class TrainReport:
         staleness_histogram: samples trained, per policy versions behind the learner.
         tokens_trained, tokens_masked: tokens in the steps' batches, and those masked out.
         zero_variance_groups, refill_extra_claims, steps_short: dynamic sampling's counts.
-        reward_by_task: per task, ``[{t_s, reward}]`` per learner step.
+        reward_by_task: per task, ``[{t_s, reward, start}]`` per learner step, of every start of
+            the run (``t_s`` since the run's first start).
         adapter_loads, adapter_load_failures, served_version: the hot-loads (``t`` relative).
         tasks_left_out: tasks this machine could not run, and why.
         learner_device: where the learner trained (None: it never started).
-        steps: one row per learner step (learner.jsonl's, trimmed).
+        steps: one row per learner step that trained, of every start of the run
+            (learner.jsonl's, trimmed; ``start``: which start made it; steps a resumed start
+            made again replace the lost ones).
+        starts: each learner start of the run: ``{start, t, t_s, step, version, resumed,
+            steps_redone}`` (:func:`gymfleet.run.report.run_history`).
+        dropped_claims: this start's claims whose groups were all dropped (nothing trained):
+            ``{after_step, t_s, filter}``.
         run_status: the store's status of the run (``completed_budget``, ``interrupted``, ``failed``...).
         budget: the budget section of the config.
         learner_exitcode: 0 when the learner spent its budget; None on a cluster (Ray restarts it).
@@ -247,6 +255,8 @@ class TrainReport:
     tasks_left_out: dict[str, str]
     learner_device: str | None
     steps: list[dict[str, Any]]
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    dropped_claims: list[dict[str, Any]] = field(default_factory=list)
     run_status: str = "interrupted"
     budget: dict[str, Any] = field(default_factory=dict)
     learner_exitcode: int | None = None

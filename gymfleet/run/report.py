@@ -1,7 +1,9 @@
 """The run report of a training job: report.json and PNG plots, from the learner's step log.
 
-Inputs: ``learner.jsonl`` (one line per learner step, written by :mod:`gymfleet.trainer.worker`)
-and the orchestrator side's :class:`GenerationTimeline` (adapter loads, time generation waited).
+Inputs: ``learner.jsonl`` (one line per learner step, written by :mod:`gymfleet.trainer.worker`,
+appended to by every start of the run) and the orchestrator side's :class:`GenerationTimeline`
+(adapter loads, time generation waited). A rerun that resumes keeps the history: the steps and
+rewards of every start, each resume marked on ``reward.png`` and ``learner.png``.
 Outputs in the report folder: ``report.json``, ``reward.png`` (reward per task over time),
 ``learner.png`` (loss, masked fraction, mean ratio, KL per step), ``staleness.png`` (histogram of
 sample lag in policy versions), ``idle.png`` (time the learner waited for data and time
@@ -36,11 +38,48 @@ def last_event(report_dir: Path, event: str) -> dict[str, Any]:
     return next((r for r in reversed(read_steps(report_dir)) if r["event"] == event), {})
 
 
+STEP_KEYS = ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens", "n_groups", "mean_reward",
+             "idle_s", "duration_s", "published_version", "reward_by_task", "version")
+"""The keys of a ``learner.jsonl`` step row the report's ``steps`` keeps."""
+
+
+def run_history(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every learner start of the run and every step it trained, from ``learner.jsonl``'s rows.
+
+    The run's history begins at its last fresh learner start (``resumed`` false: an earlier
+    run's rows in the same report folder are not this run's). Each step row gets ``start``, the
+    index of the learner start that made it. A start that resumed from a version saved before
+    steps an earlier start had made (a learner killed between publishes) makes those steps
+    again: the earlier rows are superseded (left out, counted in the start's ``steps_redone``).
+    Claims whose groups were all dropped train nothing and are not steps (they repeated the
+    previous step's number with zeros): they are returned apart by :func:`build_report`.
+
+    Returns:
+        ``(starts, steps)``: ``starts`` as ``{start, t, step, version, resumed, steps_redone}``,
+        ``steps`` the trained step rows in order.
+    """
+    fresh = [i for i, r in enumerate(rows) if r["event"] == "start" and not r.get("resumed")]
+    rows = rows[fresh[-1]:] if fresh else rows
+    starts: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    for r in rows:
+        if r["event"] == "start":
+            kept = [s for s in steps if s["step"] <= r.get("step", 0)]
+            starts.append({"start": len(starts), "t": r["t"], "step": r.get("step", 0), "version": r.get("version", 0),
+                           "resumed": bool(r.get("resumed")), "steps_redone": len(steps) - len(kept)})
+            steps = kept
+        elif r["event"] == "step" and r["n_groups"] > 0:
+            steps.append(r | {"start": max(len(starts) - 1, 0)})
+    return starts, steps
+
+
 def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_id: str, *,
                  stages_s: dict[str, float] | None = None, rollout_timings: list[dict[str, float]] | None = None,
                  **job: Any) -> TrainReport:
-    """This job start's report: its learner log and timeline summarised, with the job's own
-    fields (``run_status``, ``budget``, ``learner_exitcode``, ``evaluation``...: the rest of
+    """The run's report at the end of this job start: the counts, idle times and adapter loads
+    of this start (its learner log rows and timeline), the ``steps``, ``reward_by_task`` and
+    ``starts`` of every start of the run (:func:`run_history`), with the job's own fields
+    (``run_status``, ``budget``, ``learner_exitcode``, ``evaluation``...: the rest of
     :class:`~gymfleet.run.records.TrainReport`'s fields) given as ``job``.
 
     Args:
@@ -50,23 +89,26 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
     Raises:
         TypeError: ``job`` names a field the report does not have.
     """
-    rows = [r for r in read_steps(report_dir) if r.get("t", 0) >= timeline.started_at]
+    every = read_steps(report_dir)
+    rows = [r for r in every if r.get("t", 0) >= timeline.started_at]
     steps = [r for r in rows if r["event"] == "step"]
+    trained = [r for r in steps if r["n_groups"] > 0]
+    starts, history = run_history(every)
+    origin = min([timeline.started_at] + [s["t"] for s in starts[:1]])
     staleness = Counter(lag for r in steps for lag in r["filter"]["staleness"])
     wall = max(timeline.wall_s, 1e-9)
     learner_idle = sum(r["idle_s"] for r in steps) + sum(r.get("idle_s", 0.0) for r in rows if r["event"] == "end")
-    rewards: dict[str, list[tuple[float, float]]] = {}
-    for r in steps:
+    rewards: dict[str, list[dict[str, float]]] = {}
+    for r in history:
         for task, value in r["reward_by_task"].items():
-            rewards.setdefault(task, []).append((r["t"] - timeline.started_at, value))
-    n_tokens = sum(r["n_tokens"] for r in steps)
+            rewards.setdefault(task, []).append({"t_s": r["t"] - origin, "reward": value, "start": r["start"]})
     summary: dict[str, Any] = {
         "run_id": run_id,
         "mode": mode,
         "wall_s": timeline.wall_s,
-        "n_steps": sum(1 for r in steps if r["n_groups"] > 0),
-        "n_claims_all_dropped": sum(1 for r in steps if r["n_groups"] == 0),
-        "last_step": steps[-1]["step"] if steps else None,
+        "n_steps": len(trained),
+        "n_claims_all_dropped": len(steps) - len(trained),
+        "last_step": trained[-1]["step"] if trained else None,
         "final_version": max([r.get("version", 0) for r in rows] + [ld.version for ld in timeline.loads] + [0]),
         "learner_idle_s": learner_idle,
         "learner_idle_fraction": learner_idle / wall,
@@ -74,28 +116,32 @@ def build_report(report_dir: Path, mode: str, timeline: GenerationTimeline, run_
         "generation_idle_fraction": timeline.generation_idle_s / wall,
         "staleness_paused_s": timeline.staleness_paused_s,
         "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
-        "tokens_trained": n_tokens,
+        "tokens_trained": sum(r["n_tokens"] for r in steps),
         # groups whose rewards were all equal carry no gradient (skipped and refilled when
         # learner.dynamic_sampling is on); logs from before these fields count as 0
         "zero_variance_groups": sum(r.get("n_zero_variance_groups", 0) for r in steps),
         "refill_extra_claims": sum(r.get("n_extra_claims", 0) for r in steps),
         "steps_short": sum(1 for r in steps if r.get("n_groups_short", 0) > 0),
         "tokens_masked": sum(r["masked_fraction"] * r["n_tokens"] for r in steps),
-        "reward_by_task": {task: [{"t_s": t, "reward": v} for t, v in pts] for task, pts in rewards.items()},
+        "reward_by_task": rewards,
         "adapter_loads": [asdict(ld) | {"t": ld.t - timeline.started_at} for ld in timeline.loads],
         "adapter_load_failures": [asdict(f) | {"t": f.t - timeline.started_at} for f in timeline.load_failures],
         "served_version": max([ld.version for ld in timeline.loads] + [0]),
         "tasks_left_out": timeline.left_out,
         "learner_device": next((r.get("device") for r in reversed(rows) if r["event"] == "start"), None),
-        "steps": [{k: r[k] for k in ("step", "t", "loss", "masked_fraction", "mean_ratio", "kl", "n_tokens",
-                                     "n_groups", "mean_reward", "idle_s", "duration_s", "published_version",
-                                     "reward_by_task", "version")} | {"filter": r["filter"]}
-                  | {k: r.get(k, 0) for k in ("n_zero_variance_groups", "n_extra_claims", "n_groups_short")}
-                  for r in steps],
+        "steps": [_step_row(r) for r in history],
+        "starts": [s | {"t_s": s["t"] - origin} for s in starts],
+        "dropped_claims": [{"after_step": r["step"], "t_s": r["t"] - origin, "filter": r["filter"]}
+                           for r in steps if r["n_groups"] == 0],
     }
     if stages_s is not None:
-        summary["wall_time"] = wall_time(stages_s, rollout_timings or [], summary)
+        summary["wall_time"] = wall_time(stages_s, rollout_timings or [], {**summary, "steps": trained})
     return TrainReport(**summary | _threads(rows, job))
+
+
+def _step_row(r: dict[str, Any]) -> dict[str, Any]:
+    return ({k: r[k] for k in STEP_KEYS} | {"filter": r["filter"], "start": r["start"]}
+            | {k: r.get(k, 0) for k in ("n_zero_variance_groups", "n_extra_claims", "n_groups_short")})
 
 
 def _threads(rows: list[dict[str, Any]], job: dict[str, Any]) -> dict[str, Any]:
@@ -159,10 +205,15 @@ def _plots(report_dir: Path, report: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    resumes = [s for s in report.get("starts", []) if s["start"] > 0]
     fig, ax = plt.subplots(figsize=(7, 4))
     for task, pts in report["reward_by_task"].items():
         ax.plot([p["t_s"] for p in pts], [p["reward"] for p in pts], marker="o", label=task)
-    ax.set(xlabel="seconds since start", ylabel="mean reward of the step's samples",
+    for s in resumes:
+        ax.axvline(s["t_s"], color="grey", linestyle="--", linewidth=1)
+        ax.annotate(f"resumed (v{s['version']})", (s["t_s"], 1.0), xycoords=("data", "axes fraction"),
+                    fontsize=7, rotation=90, va="top", ha="right", color="grey")
+    ax.set(xlabel="seconds since the run's first start", ylabel="mean reward of the step's samples",
            title=f"{report['run_id']} ({report['mode']}): reward per task")
     if report["reward_by_task"]:
         ax.legend()
@@ -171,8 +222,14 @@ def _plots(report_dir: Path, report: dict[str, Any]) -> None:
     steps = report["steps"]
     fig, axes = plt.subplots(2, 2, figsize=(9, 6))
     for ax, key in zip(axes.flat, ("loss", "masked_fraction", "mean_ratio", "kl")):
-        ax.plot([s["step"] for s in steps], [s[key] for s in steps], marker=".")
+        for start in sorted({s.get("start", 0) for s in steps}):
+            mine = [s for s in steps if s.get("start", 0) == start]
+            ax.plot([s["step"] for s in mine], [s[key] for s in mine], marker=".", label=f"start {start + 1}")
+        for s in resumes:
+            ax.axvline(s["step"] + 0.5, color="grey", linestyle="--", linewidth=1)
         ax.set(xlabel="learner step", title=key)
+    if resumes:
+        axes.flat[0].legend(fontsize=7, title="dashed: resumed", title_fontsize=7)
     _save(fig, report_dir / "learner.png")
 
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -30,7 +30,7 @@ def no_learning_reason(report: dict[str, Any]) -> str | None:
                 "groups that disagree")
     if report.get("n_claims_all_dropped", 0):
         return (f"no learner step: every claim's groups were dropped ({report['n_claims_all_dropped']} claims; "
-                "see steps[].filter in report.json: too stale or too long)")
+                "see dropped_claims[].filter in report.json: too stale or too long)")
     failures = report.get("adapter_load_failures") or []
     if failures:
         return f"no learner step: the engines loaded no adapter ({len(failures)} versions failed to load)"

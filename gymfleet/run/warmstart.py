@@ -93,7 +93,7 @@ async def run_warm_start(cfg: TrainConfig, console: Console | None = None) -> Wa
     recording, demos = await _demonstrations(cfg, console)
     meta = {"demonstrations_run_id": demo_run_id(cfg.run.run_id)}
     sft_config = cfg.warmstart  # a WarmStartConfig is an SFTConfig
-    report = await asyncio.to_thread(warm_start, cfg.learner, bucket, demos, sft_config, meta)
+    report = await asyncio.to_thread(warm_start, cfg.learner, cfg.rollout_policy(), bucket, demos, sft_config, meta)
     return WarmStartOutcome(demo_run_id(cfg.run.run_id), recording, len(demos), report)
 
 

@@ -47,6 +47,7 @@ from gymfleet.orchestrator.engines.errors import (
     RequestError,
     UnknownAdapterError,
 )
+from gymfleet.orchestrator.engines.limits import MOVED_TO_ROUTER, ReplicaLimits
 from gymfleet.orchestrator.engines.vllm_launcher import VLLMServerConfig
 
 SESSION_HEADER = "X-Gymfleet-Session"
@@ -73,14 +74,9 @@ class VLLMEngineConfig(StrictModel):
     """How many servers to launch (with ``launch``)."""
     server: VLLMServerConfig = Field(default_factory=VLLMServerConfig)
     """The launched servers' flags (with ``launch``): dtype, context, KV cache, LoRA slots, threads."""
-    timeout_s: float = Field(default=120.0, gt=0)
-    """Limit of one completion request; a hanging replica fails after it."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
-    """Limit for opening a connection."""
-    adapter_timeout_s: float = Field(default=120.0, gt=0)
-    """Limit of one adapter load or unload (a copy to ``adapter_dir`` included)."""
-    health_timeout_s: float = Field(default=5.0, gt=0)
-    """Limit of one health check."""
+    """Limit for opening a connection (the limits of whole calls are the router's,
+    ``policy.router``: :class:`~gymfleet.orchestrator.engines.limits.ReplicaLimits`)."""
     adapter_dir: str | None = None
     """A folder on the replica's disk, as an fsspec URL this process can write (a path for a
     replica on this machine, ``sftp://host/var/cache/gymfleet/adapters`` for one elsewhere):
@@ -92,6 +88,16 @@ class VLLMEngineConfig(StrictModel):
     """The replica copies an adapter given as an fsspec URL from the bucket itself (``gymfleet
     serve`` replicas made with an adapter cache, such as ``train --cluster``'s replica actors; vLLM
     does not): a remote path is passed through instead of refused."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits_are_the_routers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, router_key in MOVED_TO_ROUTER.items():
+                if key in data:
+                    raise ValueError(f"{key} is not an engine setting: the router owns per-replica limits; "
+                                     f"set policy.router.{router_key} instead")
+        return data
 
     @model_validator(mode="after")
     def _where(self) -> VLLMEngineConfig:
@@ -117,12 +123,16 @@ class VLLMEngine:
     Use as an async context manager (or call :meth:`aclose`).
     """
 
-    def __init__(self, config: VLLMEngineConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, config: VLLMEngineConfig, transport: httpx.AsyncBaseTransport | None = None, *,
+                 limits: ReplicaLimits | None = None) -> None:
+        """Args: ``config``; ``transport`` (tests); ``limits``: the router's per-call limits
+        (``policy.router``; default :class:`ReplicaLimits`'s defaults)."""
         if not config.base_url or not config.model:
             raise ValueError("VLLMEngine needs base_url and model (launched servers fill them in)")
         self.config = config
+        self.limits = limits or ReplicaLimits()
         self.name = config.name or config.base_url
-        timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
+        timeout = httpx.Timeout(self.limits.request_timeout_s, connect=config.connect_timeout_s)
         self._client = httpx.AsyncClient(base_url=config.base_url, timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> VLLMEngine:
@@ -179,14 +189,14 @@ class VLLMEngine:
         """
         path = await self._replica_path(name, path)
         body = {"lora_name": name, "lora_path": path}
-        response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.config.adapter_timeout_s)
+        response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s)
         if response.status_code != 200:
             raise AdapterError(f"{self.name}: loading {name!r} failed ({response.status_code}): {_error_message(response)}")
 
     async def unload_adapter(self, name: str) -> None:
         """``POST /v1/unload_lora_adapter``. Raises UnknownAdapterError (404) or AdapterError."""
         body = {"lora_name": name}
-        response = await self._request("POST", "/v1/unload_lora_adapter", json=body, timeout=self.config.adapter_timeout_s)
+        response = await self._request("POST", "/v1/unload_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s)
         if response.status_code == 404:
             raise UnknownAdapterError(f"{self.name}: {_error_message(response)}")
         if response.status_code != 200:
@@ -213,7 +223,7 @@ class VLLMEngine:
     async def health(self) -> bool:
         """``GET /health``: True on 200, False on any other status or failure."""
         try:
-            response = await self._request("GET", "/health", timeout=self.config.health_timeout_s)
+            response = await self._request("GET", "/health", timeout=self.limits.health_timeout_s)
         except (ReplicaTimeoutError, ReplicaUnavailableError, ReplicaServerError):
             return False
         return response.status_code == 200

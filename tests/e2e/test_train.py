@@ -37,7 +37,7 @@ def test_train_smoke_publishes_hot_loads_and_reports(tmp_path: Path, mode: str) 
     # async: a third step leaves time for rollouts started after v1 was loaded to finish.
     n_steps = 3 if mode == "async" else 2
     config = tiny_train_config(tmp_path, f"smoke-{mode}", mode=mode, budget={"max_steps": n_steps})
-    code, out = run_train(config)
+    code, out = run_train(config, flags=("--report-to", "tensorboard") if mode == "async" else ())
     assert code == 0, out
     assert f"report: {tmp_path / 'report' / 'report.json'}" in out
     report = json.loads((tmp_path / "report" / "report.json").read_text())
@@ -55,6 +55,24 @@ def test_train_smoke_publishes_hot_loads_and_reports(tmp_path: Path, mode: str) 
     assert asyncio.run(_run_status(str(tmp_path / "store.db"), f"smoke-{mode}")) == "completed (budget)"
     # Rollouts started after v1 was hot-loaded are stamped with it.
     assert asyncio.run(_max_generated_version(str(tmp_path / "store.db"), f"smoke-{mode}")) >= 1
+    if mode == "async":
+        _assert_tensorboard_matches(tmp_path)
+
+
+def _assert_tensorboard_matches(tmp_path: Path) -> None:
+    """--report-to tensorboard: the event files hold the learner's steps and the metrics file's per-task curves."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "report" / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    rows = [json.loads(line) for line in (tmp_path / "report" / "learner.jsonl").read_text().splitlines()]
+    assert [(e.step, e.value) for e in acc.Scalars("learner/loss")] == [
+        (r["step"], pytest.approx(r["loss"])) for r in rows if r["event"] == "step"] != []
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rewarded = [m for m in metrics if m["tasks"]["echo"]["mean_reward"] is not None]
+    assert [(e.step, e.value) for e in acc.Scalars("tasks/echo/mean_reward")] == [
+        (m["completed"], pytest.approx(m["tasks"]["echo"]["mean_reward"])) for m in rewarded]
+    assert len(rewarded) >= 1 and acc.Scalars("rollouts/completed")[-1].value == metrics[-1]["completed"]
 
 
 def test_killed_learner_resumes_from_the_bucket_and_trains_no_group_twice(tmp_path: Path) -> None:

@@ -284,3 +284,21 @@ async def test_an_outage_with_no_live_replica_does_not_quarantine_the_task(
     assert outcome.quarantined == {} and outcome.status is RunStatus.completed, outcome
     trajectories = [s.trajectory for s in await sqlite_store.trajectories("r1", limit=None)]
     assert len(trajectories) == 12 and all(t.metrics[OUTAGE_METRIC] for t in trajectories)
+
+
+async def test_a_run_that_ends_by_an_exception_does_not_read_running(tmp_path: Path,
+                                                                     sqlite_store: TrajectoryStore) -> None:
+    """The `.demos` run a refused training run left `running` for ever in `runs list`: a run whose
+    scheduler ends by an exception (here: cancelled mid-run) is recorded as interrupted."""
+    cfg = run_config(tmp_path, [task("a", env_kwargs={"step_delay_s": 0.05})], max_in_flight=2)
+    scheduler = await make_scheduler(cfg, sqlite_store)
+    runner = asyncio.create_task(scheduler.run())
+    while scheduler.stats.completed < 1:
+        await asyncio.sleep(0.01)
+    (run,) = await sqlite_store.list_runs()
+    assert run.status == "running"
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    (run,) = await sqlite_store.list_runs()
+    assert run.status == RunStatus.interrupted.value

@@ -22,6 +22,7 @@ import pytest
 
 from gymfleet.core.records import Message, SamplingParams
 from gymfleet.orchestrator.engines.errors import AdapterPublishError, ContextLengthError, UnknownAdapterError
+from gymfleet.orchestrator.engines.limits import ReplicaLimits
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
 from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.router import Router, RouterConfig
@@ -93,7 +94,8 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[st
 
 
 def clients(replicas: list[tuple[str, Any]], timeout_s: float = 120.0) -> list[VLLMEngine]:
-    return [VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name=f"replica{i}", timeout_s=timeout_s))
+    return [VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name=f"replica{i}"),
+                       limits=ReplicaLimits(request_timeout_s=timeout_s))
             for i, (url, _) in enumerate(replicas)]
 
 
@@ -148,7 +150,8 @@ async def test_500_or_hanging_replica_loses_no_rollout(
     replicas: list[tuple[str, Any]], smollm_tokenizer: Any, mode: str
 ) -> None:
     with fake_replica(mode) as url:
-        bad = VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name="fake", timeout_s=2.0))
+        bad = VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name="fake"),
+                         limits=ReplicaLimits(request_timeout_s=2.0))
         engines = clients(replicas) + [bad]
         router = Router(engines, RouterConfig())
         ids = [f"r{i}" for i in range(60) if router.replica_order(f"r{i}")[0] == "fake"][:3]

@@ -13,6 +13,7 @@ from gymfleet.orchestrator.engines.errors import (
     ReplicaUnavailableError,
     UnknownAdapterError,
 )
+from gymfleet.orchestrator.engines.limits import ReplicaLimits
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
 from gymfleet.orchestrator.router import Router, RouterConfig
 from tests.orchestrator.fake_engine import FakeEngine
@@ -23,7 +24,7 @@ SAMPLING = SamplingParams(max_new_tokens=4)
 
 
 def client(url: str, timeout_s: float = 5.0) -> VLLMEngine:
-    return VLLMEngine(VLLMEngineConfig(base_url=url, model="m", timeout_s=timeout_s))
+    return VLLMEngine(VLLMEngineConfig(base_url=url, model="m"), limits=ReplicaLimits(request_timeout_s=timeout_s))
 
 
 async def test_parses_token_ids_logprobs_and_cached_tokens() -> None:
@@ -67,3 +68,28 @@ async def test_router_retries_a_broken_http_replica_elsewhere(mode: str) -> None
                 generation = await router.generate([1], SAMPLING, routing_key=key)
                 assert generation.replica == "healthy"
             assert broken.name not in router.alive
+
+
+def test_an_engine_limit_key_points_to_the_router_that_owns_it() -> None:
+    with pytest.raises(ValueError, match=r"timeout_s is not an engine setting: .* set policy.router.request_timeout_s"):
+        VLLMEngineConfig(base_url="http://replica", model="m", timeout_s=120)
+    with pytest.raises(ValueError, match=r"set policy.router.adapter_timeout_s"):
+        VLLMEngineConfig(base_url="http://replica", model="m", adapter_timeout_s=120)
+
+
+async def test_the_policys_http_replicas_use_the_routers_limits() -> None:
+    """One owner: the gateway's HTTP replica clients time out where ``policy.router`` says (a
+    replica that hangs fails after the router's 0.5 s, not an engine default of its own)."""
+    from gymfleet.orchestrator.config import PolicyConfig
+    from gymfleet.orchestrator.policy import open_gateway
+
+    with fake_replica("hang") as url:
+        cfg = PolicyConfig.model_validate({
+            "engines": [{"kind": "vllm", "base_url": url, "model": "m", "name": "hangs"}],
+            "router": {"request_timeout_s": 0.5, "adapter_timeout_s": 7.0, "health_timeout_s": 3.0},
+            "parity": {"enabled": False}})
+        async with open_gateway(cfg) as gateway:
+            replica = gateway.engine.replicas["hangs"]
+            assert replica.limits == cfg.router
+            with pytest.raises(ReplicaTimeoutError):
+                await replica.generate([1], SAMPLING)

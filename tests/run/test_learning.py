@@ -94,7 +94,7 @@ async def test_training_vs_untrained_on_held_out_words(tmp_path: Path) -> None:
         "bucket": str(tmp_path / "bucket"), "report_dir": str(tmp_path / "report"), "max_in_flight": 8,
         "mode": "async", "learner_threads": 1, "budget": {"max_steps": STEPS},
         "learner": {"lora_rank": 8, "lora_alpha": 16, "learning_rate": 2e-3, "groups_per_step": 4,
-                    "micro_batch_size": 16, "max_tokens": 256, "max_staleness": 2},
+                    "micro_batch_size": 16, "max_tokens": 256}, "max_staleness": 2,
         "tasks": [{**TASK, "instances": TRAIN_WORDS, "group_size": 4}],
     })
     outcome = await train(cfg, live=False)

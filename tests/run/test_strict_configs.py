@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.core.errors import ConfigError
-from gymfleet.run.config import TrainConfig, load_train_config
+from gymfleet.run.config import DEFAULT_MAX_STALENESS, TrainConfig, load_train_config
 
 TASK = {"name": "t", "env_id": "gymfleet/Terminal-v0", "sampling": {"temperature": 0.7}}
 
@@ -85,16 +85,18 @@ def test_every_model_of_the_config_tree_is_strict() -> None:
 
 def test_the_learner_trains_the_model_the_policy_serves(tmp_path: Path) -> None:
     cfg = _load(tmp_path, _doc(policy={"model": "org/model"}))
-    assert cfg.learner.model.name_or_path == "org/model"
+    assert cfg.rollout_policy().model.name_or_path == "org/model"
+    assert cfg.worker_args().policy == cfg.rollout_policy()
     assert all(e.source.name_or_path == "org/model" for e in cfg.run.policy.engines)
-    same = _load(tmp_path, _doc(policy={"model": "org/model"}, learner={"model": {"name_or_path": "org/model",
-                                                                                "dtype": "bfloat16"}}))
-    assert same.learner.model.dtype == "bfloat16"
+    own_dtype = _load(tmp_path, _doc(policy={"model": "org/model"}, learner={"dtype": "bfloat16"}))
+    assert own_dtype.learner.dtype == "bfloat16" and own_dtype.run.policy.parity.dtype == "bfloat16"
 
 
 @pytest.mark.parametrize(("doc", "needle"), [
-    (_doc(policy={"model": "org/served"}, learner={"model": "org/other"}), "learner.model is org/other but policy.model"),
-    (_doc(learner={"model": "org/other"}), "learner.model is org/other but policy.model is embedded"),
+    (_doc(policy={"model": "org/served"}, learner={"model": "org/other"}),
+     r"learner.model is not a learner setting: the run owns it \(policy.model"),
+    (_doc(learner={"temperature": 0.5}), r"learner.temperature .* tasks\[\].sampling.temperature"),
+    (_doc(learner={"top_p": 0.5}), r"learner.top_p .* tasks\[\].sampling.top_p"),
     (_doc(policy={"model": "org/a", "engines": [{"kind": "transformers", "source": "org/b"}]}),
      "engines.0.source is org/b but policy.model is org/a"),
 ])
@@ -104,8 +106,9 @@ def test_a_model_mismatch_is_refused(tmp_path: Path, doc: dict[str, Any], needle
 
 
 def test_one_staleness_bound(tmp_path: Path) -> None:
-    assert _load(tmp_path, _doc(max_staleness=2)).learner.max_staleness == 2
-    assert _load(tmp_path, _doc(learner={"max_staleness": 3})).run.max_staleness == 3
-    assert _load(tmp_path, _doc(max_staleness=1, learner={"max_staleness": 1})).learner.max_staleness == 1
-    with pytest.raises(ConfigError, match="learner.max_staleness is 3 but max_staleness is 2"):
-        _load(tmp_path, _doc(max_staleness=2, learner={"max_staleness": 3}))
+    assert _load(tmp_path, _doc(max_staleness=2)).rollout_policy().max_staleness == 2
+    default = _load(tmp_path, _doc())
+    assert default.run.max_staleness == default.rollout_policy().max_staleness == DEFAULT_MAX_STALENESS
+    with pytest.raises(ConfigError, match="learner.max_staleness is not a learner setting: the run owns it "
+                                          r"\(the top-level max_staleness\)"):
+        _load(tmp_path, _doc(max_staleness=2, learner={"max_staleness": 2}))

@@ -31,10 +31,11 @@ def _task(name: str, env_id: str = "gymfleet/Terminal-v0", **kw) -> dict:
 
 
 def test_defaults_learner_sampling_and_staleness_come_from_the_run(tmp_path: Path) -> None:
-    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "learner": {"max_staleness": 3}}),
+    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "max_staleness": 3}),
                             ["mode=sync", "budget.max_steps=5"])
     assert cfg.run.run_id == "t" and cfg.mode == "sync" and cfg.budget.max_steps == 5
-    assert (cfg.learner.temperature, cfg.learner.top_p) == (0.7, 0.9)
+    policy = cfg.rollout_policy()
+    assert (policy.temperature, policy.top_p, policy.max_staleness) == (0.7, 0.9, 3)
     assert cfg.run.max_staleness == 3 and cfg.run.tasks[0].passes is None
     assert cfg.bucket == "runs/t/bucket" and cfg.report_dir == "runs/t/report"
 

@@ -68,7 +68,7 @@ def test_gymfleet_sft_lowers_the_loss_publishes_v1_and_the_learner_resumes_from_
     async def resumed() -> tuple[Any, list[Any]]:
         async with await TrajectoryStore.open(cfg.run.store) as store:
             demos = await load_demonstrations(store, RUN_ID)
-        learner = Learner(cfg.learner, MemoryGroupSource({}), bucket)
+        learner = Learner(cfg.learner, cfg.rollout_policy(), MemoryGroupSource({}), bucket)
         assert await learner.resume()
         return learner, demos
 

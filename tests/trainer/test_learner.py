@@ -13,6 +13,7 @@ from gymfleet.core.models import load_tokenizer
 from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
+from gymfleet.trainer.rollout_policy import RolloutPolicy
 
 pytestmark = pytest.mark.model
 
@@ -76,7 +77,7 @@ async def test_learning_moves_toward_rewarded_sample_and_resumes(tokenizer, tmp_
     prompt = "<|im_start|>user\nSay a colour.<|im_end|>\n<|im_start|>assistant\n"
     bucket = AdapterBucket(str(tmp_path / "bucket"), "run")
     source = MemoryGroupSource({})
-    learner = Learner(config, source, bucket)
+    learner = Learner(config, RolloutPolicy(), source, bucket)
     groups = {}
     for g in range(4):
         gid = f"g{g}"
@@ -102,7 +103,7 @@ async def test_learning_moves_toward_rewarded_sample_and_resumes(tokenizer, tmp_
     assert "g2" not in source.acked
     source.claims.clear()  # its lease expires
 
-    restarted = Learner(config, source, bucket, claimer="learner-2")
+    restarted = Learner(config, RolloutPolicy(), source, bucket, claimer="learner-2")
     assert await restarted.resume()
     assert restarted.step == 2 and restarted.version == 1
     assert _answer_logp(restarted, good) - _answer_logp(restarted, bad) == pytest.approx(after, abs=1e-4)
@@ -120,7 +121,7 @@ async def test_a_zero_variance_group_is_counted_acked_untrained_and_the_step_ref
                            target_modules=["q_proj"])
     prompt = "<|im_start|>user\nSay a colour.<|im_end|>\n<|im_start|>assistant\n"
     source = MemoryGroupSource({})
-    learner = Learner(config, source, AdapterBucket(str(tmp_path / "bucket"), "run"))
+    learner = Learner(config, RolloutPolicy(), source, AdapterBucket(str(tmp_path / "bucket"), "run"))
     source.groups = {  # "same" is claimed first: both samples earned 1, so its advantages are 0
         gid: _with_behaviour_logprobs(learner.model, [_traj(tokenizer, gid, 0, prompt, "Blue.", 1.0),
                                                       _traj(tokenizer, gid, 1, prompt, "Red.", r)])

@@ -13,6 +13,7 @@ import pytest
 from gymfleet.trainer.bucket import AdapterBucket, version_name
 from gymfleet.trainer.errors import BucketError
 from gymfleet.trainer.learner import Learner, LearnerConfig
+from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.learner_state import STATE_FILE
 from tests.trainer.test_learner import MemoryGroupSource
 
@@ -27,7 +28,7 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
     bucket = AdapterBucket(str(tmp_path / "bucket"), "run")
     root = tmp_path / "bucket" / "run" / "adapters"
     source = MemoryGroupSource({})
-    first = Learner(CONFIG, source, bucket)
+    first = Learner(CONFIG, RolloutPolicy(), source, bucket)
     for step, groups in ((3, ["g1"]), (6, ["g2"])):
         first.step, first._pending = step, list(groups)
         await first.publish()
@@ -37,7 +38,7 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
     # A crash between the commit of v2 and the LATEST update: v2 wins, its groups are acked.
     (root / "LATEST").write_text("1")
     source.acked.clear()
-    second = Learner(CONFIG, source, bucket, claimer="learner-2")
+    second = Learner(CONFIG, RolloutPolicy(), source, bucket, claimer="learner-2")
     assert await second.resume()
     assert (second.version, second.step) == (2, 6) and source.acked == {"g2"}
     second._pending = ["g3"]
@@ -52,7 +53,7 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
     (root / version_name(3) / "meta.json").write_text(json.dumps(meta))
     source.acked.clear()
     with caplog.at_level(logging.WARNING):
-        third = Learner(CONFIG, source, bucket, claimer="learner-3")
+        third = Learner(CONFIG, RolloutPolicy(), source, bucket, claimer="learner-3")
         assert await third.resume()
     assert (third.version, third.step) == (2, 6) and source.acked == {"g2"}
     assert "not resuming from adapter v3" in caplog.text
@@ -66,5 +67,5 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
         (root / version_name(version) / "adapter_model.safetensors").write_bytes(b"junk")
     (root / version_name(4) / "adapter_model.safetensors").write_bytes(b"junk")
     with pytest.raises(BucketError, match=r"none of the committed adapters \[1, 2, 3, 4\]"):
-        await Learner(CONFIG, source, bucket, claimer="learner-4").resume()
+        await Learner(CONFIG, RolloutPolicy(), source, bucket, claimer="learner-4").resume()
     assert bucket.versions() == [1, 2, 3, 4]

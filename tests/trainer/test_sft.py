@@ -11,6 +11,7 @@ import torch
 
 from gymfleet.trainer import AdapterBucket, SFTConfig, TrainError, warm_start
 from gymfleet.trainer.learner import LearnerConfig
+from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.loss import sft_loss
 
 
@@ -38,4 +39,4 @@ def test_a_warm_start_never_publishes_over_a_run_that_has_a_version(tmp_path: Pa
     (tmp_path / "v" / "adapter_model.safetensors").write_bytes(b"x")
     bucket.publish(1, tmp_path / "v", {"step": 3})
     with pytest.raises(TrainError, match=r"already holds versions \[1\].*new run id"):
-        warm_start(LearnerConfig(), bucket, [], SFTConfig())  # refused before any weights load
+        warm_start(LearnerConfig(), RolloutPolicy(), bucket, [], SFTConfig())  # refused before any weights load

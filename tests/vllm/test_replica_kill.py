@@ -32,11 +32,11 @@ async def _n_stored(store_url: str, run_id: str) -> int:
 async def test_freezing_both_replicas_past_a_health_timeout_loses_no_rollout(
     vllm_pool: Any, vllm_pair: list[Any], tmp_path: Path
 ) -> None:
-    engines = [{"kind": "vllm", "base_url": s.base_url, "model": s.served_model_name, "name": name, "timeout_s": 120}
+    engines = [{"kind": "vllm", "base_url": s.base_url, "model": s.served_model_name, "name": name}
                for s, name in zip(vllm_pair, ("a", "b"))]
     echo = task("echo", env_kwargs={"n_instances": N_INSTANCES, "step_delay_s": 0.3, "turns": 3}, group_size=GROUP,
                 max_turns=3, sampling={"temperature": 1.0, "max_new_tokens": 6})
-    router = {"health_interval_s": 0.5, "health_timeout_s": HEALTH_TIMEOUT_S}
+    router = {"health_interval_s": 0.5, "health_timeout_s": HEALTH_TIMEOUT_S, "request_timeout_s": 120}
     config = run_config(tmp_path, [echo], max_in_flight=8, policy={"engines": engines, "router": router})
     stored_at_freeze: list[int] = []
 
@@ -61,12 +61,12 @@ async def test_freezing_both_replicas_past_a_health_timeout_loses_no_rollout(
 
 
 async def test_killing_a_replica_mid_run_loses_no_rollout(vllm_pool: Any, vllm_pair: list[Any], tmp_path: Path) -> None:
-    engines = [{"kind": "vllm", "base_url": s.base_url, "model": s.served_model_name, "name": name, "timeout_s": 60}
+    engines = [{"kind": "vllm", "base_url": s.base_url, "model": s.served_model_name, "name": name}
                for s, name in zip(vllm_pair, ("survivor", "victim"))]
     echo = task("echo", env_kwargs={"n_instances": N_INSTANCES, "step_delay_s": 0.3, "turns": 3}, group_size=GROUP,
                 max_turns=3, sampling={"temperature": 1.0, "max_new_tokens": 6})
     config = run_config(tmp_path, [echo], max_in_flight=8,
-                        policy={"engines": engines, "router": {"health_interval_s": 0.5}})
+                        policy={"engines": engines, "router": {"health_interval_s": 0.5, "request_timeout_s": 60}})
     stored_at_kill: list[int] = []
 
     async def kill_mid_run() -> None:

@@ -1,0 +1,70 @@
+"""`gymfleet adapters export vN DIR`: the run found in the runs folder, the held-out section of its
+report in the card, an older version's cache-path base rewritten to the hub id; bad input and an
+unreachable hub are one line and exit 2. (The reload of an export by peft alone is
+tests/trainer/test_model_card.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+from gymfleet.core.models import EMBEDDED_HUB_ID
+from gymfleet.trainer import AdapterBucket, LearnerConfig, RolloutPolicy
+
+runner = CliRunner()
+
+
+def _publish_old_style(runs: Path, run_id: str) -> None:
+    """A version as publishes before model cards wrote it: base = a local cache folder, no README."""
+    files = runs.parent / f"files-{run_id}"
+    files.mkdir(exist_ok=True)
+    (files / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/root/.cache/x", "r": 2}))
+    (files / "adapter_model.safetensors").write_bytes(b"weights")
+    (files / "learner_state.safetensors").write_bytes(b"state")
+    AdapterBucket(str(runs / run_id / "bucket"), run_id).publish(
+        1, files, {"step": 4, "config": LearnerConfig().model_dump(mode="json"),
+                   "policy": RolloutPolicy().model_dump(mode="json"), "recent_rewards": {"4": 0.5}})
+
+
+def test_export_finds_the_run_and_writes_a_plain_peft_folder_with_its_card(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _publish_old_style(runs, "r1")
+    (runs / "r1" / "report").mkdir()
+    (runs / "r1" / "report" / "report.json").write_text(json.dumps({"evaluation": {
+        "policies": [{"name": "final", "version": 1}],
+        "by_family": {"echo": {"final": {"pass_at_1": 0.5, "se": 0.1, "n": 4}}}, "gains": {}}}))
+    result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "out"), "--runs-dir", str(runs)])
+    assert result.exit_code == 0, result.output
+    assert "exported v1 of run r1" in result.output
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors"]
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config == {"base_model_name_or_path": EMBEDDED_HUB_ID, "r": 2}
+    card = (out / "README.md").read_text()
+    assert "learner step: 4" in card and "| 4 | 0.500 |" in card and "| echo | final | 0.500 | 0.100 | 4 |" in card
+
+
+def test_bad_input_and_an_unreachable_hub_are_one_line_and_exit_2(tmp_path: Path, monkeypatch) -> None:
+    runs = tmp_path / "runs"
+    _publish_old_style(runs, "r1")
+    _publish_old_style(runs, "r2")
+    cases = [
+        (["v1", str(tmp_path / "a")], "holds 2 runs with adapters (r1, r2): pass --run RUN_ID"),
+        (["vx", str(tmp_path / "a"), "--run", "r1"], "write it as vN"),
+        (["v9", str(tmp_path / "a"), "--run", "r1"], "v000009 of run r1 is not committed"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, ["adapters", "export", *args, "--runs-dir", str(runs)])
+        text = " ".join(result.output.split())  # rich folds long lines
+        assert result.exit_code == 2 and message in text and "Traceback" not in text, result.output
+    # no network here: the export is written, the push fails in one line
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "b"), "--run", "r2",
+                                 "--runs-dir", str(runs), "--push", "someone/adapter"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "could not push" in text and "someone/adapter" in text and "Traceback" not in text
+    assert (tmp_path / "b" / "adapter_config.json").is_file()
