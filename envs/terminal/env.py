@@ -133,10 +133,8 @@ class TerminalEnv(SandboxEnv[Task, TerminalState]):
         return [bash_block(instance.solution_script), "submit"]
 
     def max_turns(self, ep: Episode) -> int:
-        """The task's ``max_agent_turns``, or the caller's limit (``reset`` option ``max_turns``)
-        when that is lower."""
-        own = ep.instance.config.max_agent_turns
-        return own if ep.caller_max_turns is None else min(own, ep.caller_max_turns)
+        """The task's ``max_agent_turns`` (the caller's lower limit applies: :meth:`turn_limit`)."""
+        return ep.instance.config.max_agent_turns
 
     async def sandbox_spec(self, instance: Task, backend: str) -> SandboxSpec:
         name = instance.config.image
@@ -153,8 +151,8 @@ class TerminalEnv(SandboxEnv[Task, TerminalState]):
         await self._prepare(sandbox, task, scratch, ep.lease.backend)
         ep.state = TerminalState(scratch, PersistentShell(sandbox, scratch))
         info = {"difficulty": task.config.difficulty, "category": task.config.category,
-                "max_turns": self.max_turns(ep)}
-        return prompts.first_observation(task, self.max_turns(ep)), info
+                "max_turns": self.turn_limit(ep)}
+        return prompts.first_observation(task, self.turn_limit(ep)), info
 
     async def command(self, ep: Episode, script: str, info: dict[str, Any]) -> str:
         cfg = ep.instance.config
@@ -162,10 +160,10 @@ class TerminalEnv(SandboxEnv[Task, TerminalState]):
         result = await ep.state.shell.run(script, timeout_s=min(cfg.timeout_s, budget_s))
         ep.state.agent_time_s += result.duration_s
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
-        return prompts.command_observation(result, ep.turn, self.max_turns(ep))
+        return prompts.command_observation(result, ep.turn, self.turn_limit(ep))
 
     def malformed(self, ep: Episode, reason: str) -> str:
-        return prompts.malformed_observation(reason, ep.turn, self.max_turns(ep))
+        return prompts.malformed_observation(reason, ep.turn, self.turn_limit(ep))
 
     def over_budget(self, ep: Episode) -> str | None:
         limit_s = ep.instance.config.agent_timeout_s

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from gymfleet.run.tracking import JsonlTail, tracked
 from gymfleet.run.trackers import open_trackers
 from gymfleet.core.errors import ConfigError
 from tests.e2e.train_helpers import tiny_train_config
+from tests.run.wandb_files import wandb_records
 
 EVALUATION = {
     "threshold": 1.0, "policies": [{"name": "base", "version": None}, {"name": "final", "version": 2}],
@@ -125,37 +125,11 @@ def test_tensorboard_event_files_hold_the_records_and_the_heldout_table(tmp_path
     assert "| echo | final | 2 | 0.5000 | 0.1770 | 8 | 0.5500 |" in table
 
 
-_BLOCK, _HEADER = 32768, 7
-
-
-def _wandb_records(path: Path) -> list[Any]:
-    """The records of a ``.wandb`` file (W&B's LevelDB-log framing: 32 KiB blocks of chunks, each
-    ``crc32 u32, length u16, type u8`` (1 full, 2 first, 3 middle, 4 last), after a 7-byte header)."""
-    from wandb.proto import wandb_internal_pb2
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B"
-    pos, pending, records = _HEADER, b"", []
-    while pos + _HEADER <= len(data):
-        if _BLOCK - pos % _BLOCK < _HEADER:  # a block's tail too short for a header is padding
-            pos += _BLOCK - pos % _BLOCK
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + _HEADER])
-        pending += data[pos + _HEADER:pos + _HEADER + length]
-        pos += _HEADER + length
-        if kind in (1, 4):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            records.append(record)
-            pending = b""
-    return records
-
-
 def test_wandb_offline_run_holds_the_records_and_the_heldout_table(tmp_path: Path) -> None:
     cfg = _config(tmp_path, ["wandb"])
     metrics, steps = _run_tracked(cfg)
     (run_dir,) = (tmp_path / "report" / "wandb").glob("offline-run-*")
-    records = _wandb_records(next(run_dir.glob("run-*.wandb")))
+    records = wandb_records(next(run_dir.glob("run-*.wandb")))
     history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
                for r in records if r.WhichOneof("record_type") == "history"]
     got: dict[str, list[tuple[int, float]]] = {}
