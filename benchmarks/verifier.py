@@ -4,9 +4,13 @@ Per backend, over ``--n`` sandboxes that each left ``--daemons`` background proc
 ``stop_processes()`` p50/p95 (kill them all, checked by the backend), ``verifier()`` p50/p95 on an
 untouched sandbox (the same sandbox), and, Docker only, ``verifier()`` p50/p95 after a command
 changed a system file (a fresh container holding a copy of a workdir of ``--workdir-kb`` KiB, and
-its removal). Baseline in the same run: one ``exec("true")`` round trip p50.
+its removal). Docker only as well, Harbor's ``verifier(carry_changes=True)``: after a command wrote
+``--system-kb`` KiB outside the workdir (``/srv``, carried), on the same sandbox (the layer read and
+sorted on the host) and, when the command also replaced a tool (``/usr/bin/env``), in a fresh
+container into which every other change is replayed. Baseline in the same run: one
+``exec("true")`` round trip p50.
 
-Usage: ``python benchmarks/verifier.py [--n 10] [--daemons 4] [--workdir-kb 256] [--backends docker,local]``
+Usage: ``python benchmarks/verifier.py [--n 10] [--daemons 4] [--workdir-kb 256] [--system-kb 256] [--backends docker,local]``
 """
 
 from __future__ import annotations
@@ -28,35 +32,43 @@ from gymfleet.envs.sandbox.base import SandboxBackend, SandboxLabels, SandboxSpe
 RUN_ID = f"bench-verifier-{os.getpid()}"
 
 
-async def _one(backend: SandboxBackend, spec: SandboxSpec, daemons: int, workdir_kb: int,
-               touch_system: bool, times: dict[str, list[float]]) -> None:
+CASES = {  # name: (command changing the system, carry_changes, a fresh verifier expected)
+    "same": ("", False, False),
+    "fresh": ("echo x > /usr/local/bin/changed", False, True),
+    "carry_same": ("mkdir -p /srv && head -c {size} /dev/urandom > /srv/data.bin", True, False),
+    "carry_fresh": ("mkdir -p /srv && head -c {size} /dev/urandom > /srv/data.bin && cp /bin/true /usr/bin/env", True, True),
+}
+
+
+async def _one(backend: SandboxBackend, spec: SandboxSpec, args: argparse.Namespace, case: str,
+               times: dict[str, list[float]]) -> None:
+    command, carry, fresh = CASES[case]
     async with backend.create(spec, SandboxLabels(run_id=RUN_ID)) as sb:
-        await sb.exec(f"head -c {workdir_kb * 1024} /dev/urandom > data.bin; "
-                      f"for i in $(seq {daemons}); do nohup sleep 600 >/dev/null 2>&1 & done")
+        await sb.exec(f"head -c {args.workdir_kb * 1024} /dev/urandom > data.bin; "
+                      f"for i in $(seq {args.daemons}); do nohup sleep 600 >/dev/null 2>&1 & done")
         t = time.perf_counter()
         await sb.exec("true")
         times["exec"].append(time.perf_counter() - t)
-        if touch_system:
-            await sb.exec("echo x > /usr/local/bin/changed")
+        if command:
+            assert (await sb.exec(command.format(size=args.system_kb * 1024))).ok
         t = time.perf_counter()
         killed = await sb.stop_processes()
         times["stop"].append(time.perf_counter() - t)
-        assert len([c for c in killed if "sleep 600" in c]) == daemons, killed
+        assert len([c for c in killed if "sleep 600" in c]) == args.daemons, killed
         t = time.perf_counter()
-        verifier = await sb.verifier()
+        verifier = await sb.verifier(carry_changes=carry)
         if verifier is not sb:
             await verifier.close()
-        times["fresh" if touch_system else "same"].append(time.perf_counter() - t)
-        assert (verifier is not sb) == touch_system
+        times[case].append(time.perf_counter() - t)
+        assert (verifier is not sb) == fresh, case
 
 
 async def _measure(backend: SandboxBackend, spec: SandboxSpec, args: argparse.Namespace) -> dict[str, object]:
-    times: dict[str, list[float]] = {"exec": [], "stop": [], "same": [], "fresh": []}
+    times: dict[str, list[float]] = {"exec": [], "stop": [], **{case: [] for case in CASES}}
     fresh = backend.name == "docker"
     for _ in range(args.n):
-        await _one(backend, spec, args.daemons, args.workdir_kb, False, times)
-        if fresh:
-            await _one(backend, spec, args.daemons, args.workdir_kb, True, times)
+        for case in CASES if fresh else ["same"]:
+            await _one(backend, spec, args, case, times)
     await backend.gc(run_id=RUN_ID, expired_only=False)
     report: dict[str, object] = {
         "exec_roundtrip_ms_p50": _ms(times["exec"], 0.5),
@@ -68,6 +80,9 @@ async def _measure(backend: SandboxBackend, spec: SandboxSpec, args: argparse.Na
     if fresh:
         report["verifier_fresh_container_ms_p50"] = _ms(times["fresh"], 0.5)
         report["verifier_fresh_container_ms_p95"] = _ms(times["fresh"], 0.95)
+        for case in ("carry_same", "carry_fresh"):
+            report[f"verifier_{case}_ms_p50"] = _ms(times[case], 0.5)
+            report[f"verifier_{case}_ms_p95"] = _ms(times[case], 0.95)
     return report
 
 
@@ -76,13 +91,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10, help="sandboxes per case")
     parser.add_argument("--daemons", type=int, default=4, help="background processes each leaves")
     parser.add_argument("--workdir-kb", type=int, default=256, help="size of the workdir copied")
+    parser.add_argument("--system-kb", type=int, default=256, help="size written outside the workdir (carried)")
     parser.add_argument("--backends", default="docker,local", help="comma-separated backend names")
     args = parser.parse_args()
-    if args.n < 1 or args.daemons < 0 or args.workdir_kb < 0:
-        print("verifier.py: --n must be >= 1, --daemons and --workdir-kb >= 0", file=sys.stderr)
+    if args.n < 1 or args.daemons < 0 or args.workdir_kb < 0 or args.system_kb < 0:
+        print("verifier.py: --n must be >= 1, --daemons, --workdir-kb and --system-kb >= 0", file=sys.stderr)
         raise SystemExit(2)
     report: dict[str, object] = {"benchmark": "verifier", "n": args.n, "daemons": args.daemons,
-                                 "workdir_kb": args.workdir_kb, "cpus": os.cpu_count(),
+                                 "workdir_kb": args.workdir_kb, "system_kb": args.system_kb, "cpus": os.cpu_count(),
                                  "load_average_1m_at_start": round(os.getloadavg()[0], 1)}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.backends.split(","):

@@ -23,12 +23,14 @@ import io
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Self, TextIO
 
 import docker
 import docker.errors
@@ -50,6 +52,41 @@ _FROM = re.compile(r"^(\s*FROM\s+(?:--platform=\S+\s+)?)gymfleet/([\w.-]+)(?::[\
 _NOT_HASHED = {"README.md"}
 
 Log = Callable[[str], None]
+
+
+class BuildProgress:
+    """The :data:`Log` of a build nobody asked to watch (a first ``envs check``, a task image
+    built on first use): plain lines on stderr, so minutes of building are not silence.
+
+    Prints the builder's own lines (``building``, ``importing``, ``built``) and docker's
+    ``Step N/M`` lines as they come, and of the rest (the build's output, debootstrap's) at most
+    one line every ``interval_s`` seconds; each prefixed ``image NAME (S s):``.
+
+    Args:
+        name: the image (``images/<name>``).
+        interval_s: seconds between two lines of build output.
+        out: where lines go (default ``sys.stderr``).
+        clock: seconds, monotonic (``time.monotonic``).
+    """
+
+    _ALWAYS = re.compile(r"^(building |importing |built |Step \d+/\d+ :)")
+
+    def __init__(self, name: str, interval_s: float = 10.0, out: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.interval_s = interval_s
+        self.out = out
+        self.clock = clock
+        self.started = clock()
+        self._last = -float("inf")
+
+    def __call__(self, line: str) -> None:
+        now = self.clock()
+        if not line.strip() or (not self._ALWAYS.match(line) and now - self._last < self.interval_s):
+            return
+        self._last = now
+        print(f"image {self.name} ({now - self.started:.0f} s): {line.strip()[:160]}",
+              file=self.out or sys.stderr, flush=True)
 
 
 class BaseImageConfig(StrictModel):
@@ -207,13 +244,15 @@ class ImageBuilder:
             if not force and self.exists(tag):
                 self._tag_latest(name, tag)
                 return BuiltImage(name, tag, built=False)
-            self._log(f"building {tag}")
+            self._log(f"building {tag} (missing here: built once, minutes)")
+            t0 = time.monotonic()
             image = self.definition(name)
             if image.is_base:
                 self._build_base(image, tag)
             else:
                 self._build_dockerfile(image, tag)
             self._tag_latest(name, tag)
+            self._log(f"built {tag} in {time.monotonic() - t0:.0f} s")
         return BuiltImage(name, tag, built=True)
 
     def _tag_latest(self, name: str, tag: str) -> None:
@@ -338,11 +377,15 @@ def ensure_image(name: str, force: bool = False, images_dir: Path | None = None,
     ``await asyncio.to_thread(ensure_image, name)``. Use the returned tag rather than
     ``gymfleet/<name>:latest``, which follows whichever build ran last on the daemon.
 
+    Args:
+        log: where build lines go; default :class:`BuildProgress` (plain lines on stderr, only
+            when something is built).
+
     Raises:
         ImageBuildError: the daemon is unreachable or the build failed (message ends with the
             build log's tail).
     """
-    return ImageBuilder(images_dir=images_dir, log=log).ensure(name, force=force).tag
+    return ImageBuilder(images_dir=images_dir, log=log or BuildProgress(name)).ensure(name, force=force).tag
 
 
 class ImageTags(SharedResource):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fnmatch
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +76,13 @@ class HarborEnvConfig(SandboxEnvConfig):
     """Per stream, bytes of a command's output the agent sees (head and tail)."""
     pids_limit: int = Field(default=1024, ge=16)
     """Processes alive at once in the sandbox."""
+    keep_processes: list[str] = Field(default_factory=list)
+    """Task ids (or globs, ``fnmatch``) whose verifier runs beside the processes the agent left
+    running, for tests that probe a service the agent started. Trades isolation for
+    compatibility: such a process can rewrite the reward file while the tests run. Every other
+    task's verifier starts after they are killed. Empty by default."""
 
-    @field_validator("task_ids", mode="before")
+    @field_validator("task_ids", "keep_processes", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
@@ -99,8 +105,11 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     functions survive), or ``submit`` to finish. ``noop_action`` is ``"submit"``.
 
     ## Reward
-    0 on every step but the last; on the last, the verifier's reward: ``tests/`` is copied to
-    ``/tests`` only after the agent is done, ``test.sh`` runs under the verifier timeout, and the
+    0 on every step but the last; on the last, the verifier's reward: the agent's processes are
+    killed (unless the task is in ``keep_processes``), ``tests/`` is copied to ``/tests`` only
+    after the agent is done, where none of its changes reaches the verifier's tools (a fresh
+    container of the image holding the rest when needed; ``docs/sandbox.md``), ``test.sh`` runs
+    under the verifier timeout, whatever it started is killed, and the
     reward is ``/logs/verifier/reward.txt`` or ``reward.json``'s ``reward`` (other keys in
     ``info["grading"]["extra"]``); TB1: 1 when every pytest test passed. A missing or unreadable
     reward, or a verifier timeout, is reward 0 with ``info["grading_error"]`` set.
@@ -113,7 +122,8 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     See :class:`HarborEnvConfig`.
 
     ## Version history
-    * v0: initial version (Harbor and TB1 layouts, offline builds, staged verifier fetches).
+    * v0: initial version (Harbor and TB1 layouts, offline builds, staged verifier fetches);
+      the verifier isolated from the agent's processes and tools (``keep_processes``).
     """
 
     config_class = HarborEnvConfig
@@ -205,7 +215,8 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         return f"Agent timeout ({limit_s:g} s) used up." if ep.state.agent_time_s >= limit_s else None
 
     async def grade(self, ep: Episode, why: str) -> Graded:
-        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir)
+        keep = any(fnmatch.fnmatchcase(ep.instance.name, glob) for glob in self.config.keep_processes)
+        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir, keep_processes=keep)
         outcome = f"grading error: {report.error}" if report.error else f"verifier reward {report.reward:g}"
         info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state.agent_time_s, 3)}
         if report.error:

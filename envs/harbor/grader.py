@@ -9,11 +9,21 @@ the others go to ``info``). Terminal-Bench 1 layout: ``tests/`` and ``run-tests.
 summary is parsed as TB1's ``PytestParser`` does (PASSED, XFAIL and SKIPPED pass; an empty
 summary is a grading error here, where TB1 counted it as resolved).
 
+Where the agent cannot reach it (``docs/sandbox.md``): every process the agent left is killed
+first (``Sandbox.stop_processes``, checked by the backend; a task listed in the env's
+``keep_processes`` keeps them, for tests that probe a service, trading that isolation away), and
+the verifier runs where none of the agent's changes reaches its tools
+(``Sandbox.verifier(carry_changes=True)``: the agent's container when it left the interpreters,
+shells, loader, start-up hooks and their configuration as the image has them, else a fresh
+container of the task's image holding every other change). Whatever the tests (or kept
+processes) started is killed before the reward file is read, so nothing writes it afterwards.
+
 A missing, empty, non-numeric or non-finite reward, or a verifier past its timeout, is a
-*grading error*: reward 0 with ``error`` set. It happens inside the sandbox the policy worked in
-(it may have deleted ``/logs`` or broken Python), so under the sandbox contract
-(``docs/sandbox.md``) it is the policy's outcome and trains; the sweep counts it apart from a
-plain 0 so that broken tasks show. An infrastructure failure raises ``SandboxError``.
+*grading error*: reward 0 with ``error`` set. It is the policy's outcome under the sandbox
+contract (it may have deleted its work or broken what the tests need), and trains; the sweep
+counts it apart from a plain 0 so that broken tasks show. An infrastructure failure raises
+``SandboxError``; a process that outlives the kill raises ``SandboxDamagedError`` (the policy's
+damage: reward 0).
 """
 
 from __future__ import annotations
@@ -50,6 +60,11 @@ class VerifierReport:
         timed_out: True when it ran past its timeout.
         output_tail: the end of its stdout and stderr.
         duration_s: seconds spent grading.
+        stopped_processes: command lines of the agent's processes killed before the verifier
+            (as the backend saw them; at most 50).
+        kept_processes: True when the task kept the agent's processes for its tests.
+        fresh_sandbox: True when the verifier ran in a fresh sandbox, not the agent's.
+        withheld: changed paths of the agent kept from that fresh sandbox, and why (at most 50).
     """
 
     reward: float = 0.0
@@ -59,25 +74,51 @@ class VerifierReport:
     timed_out: bool = False
     output_tail: str = ""
     duration_s: float = 0.0
+    stopped_processes: list[str] = field(default_factory=list)
+    kept_processes: bool = False
+    fresh_sandbox: bool = False
+    withheld: dict[str, str] = field(default_factory=dict)
 
     def as_info(self) -> dict[str, Any]:
         """The report as plain data for ``info["grading"]``."""
         return {"reward": self.reward, "extra": self.extra, "error": self.error, "exit_code": self.exit_code,
-                "timed_out": self.timed_out, "output_tail": self.output_tail, "duration_s": round(self.duration_s, 3)}
+                "timed_out": self.timed_out, "output_tail": self.output_tail, "duration_s": round(self.duration_s, 3),
+                "stopped_processes": self.stopped_processes, "kept_processes": self.kept_processes,
+                "fresh_sandbox": self.fresh_sandbox, "withheld": self.withheld}
 
 
-async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str) -> VerifierReport:
-    """Copies the task's tests into ``sandbox``, runs them, and reads the reward.
+async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_processes: bool = False) -> VerifierReport:
+    """Stops the agent's processes, then copies the task's tests where the agent's changes cannot
+    reach the verifier's tools, runs them, stops what they started, and reads the reward.
 
     Args:
         sandbox: the sandbox the agent worked in, after the agent finished.
         task: the task whose tests to run.
         workdir: the directory the verifier starts in (the image's WORKDIR).
+        keep_processes: leave the agent's processes running for the tests (they are killed
+            after the tests, before the reward is read; and before them, when the verifier
+            needs a fresh sandbox).
 
     Raises:
+        SandboxDamagedError: a process outlived the kill (the policy's doing: reward 0).
         SandboxError: the sandbox failed (infrastructure); never for a bad reward.
     """
     started = time.monotonic()
+    stopped = [] if keep_processes else await sandbox.stop_processes()
+    verifier = await sandbox.verifier(carry_changes=True)
+    try:
+        report = await _verify(verifier, task, workdir)
+    finally:
+        if verifier is not sandbox:
+            await verifier.close()
+    report.stopped_processes, report.kept_processes = stopped[:50], keep_processes
+    report.fresh_sandbox = verifier is not sandbox
+    report.withheld = dict(list(getattr(verifier, "withheld", {}).items())[:50])
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+async def _verify(sandbox: Sandbox, task: HarborTask, workdir: str) -> VerifierReport:
     await sandbox.exec(f"rm -rf {TESTS_DIR} {LOGS_DIR}; mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout_s=60)
     files = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir).items()}
     if task.layout == "tb1":
@@ -86,6 +127,7 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str) -> Veri
     script = f"{TESTS_DIR}/{'test.sh' if task.layout == 'harbor' else 'run-tests.sh'}"
     env = {**VERIFIER_OFFLINE_ENV, **task.verifier_env}
     run = await sandbox.exec(f"bash {script}", timeout_s=task.verifier_timeout_s, workdir=workdir, env=env)
+    await sandbox.stop_processes()  # what the tests (or kept agent processes) started: none writes the reward now
     report = VerifierReport(exit_code=run.exit_code, timed_out=run.timed_out,
                             output_tail=(run.stdout + run.stderr)[-4000:])
     if run.timed_out:
@@ -94,7 +136,6 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str) -> Veri
         await _read_reward(sandbox, report)
     else:
         _parse_pytest(run.stdout + run.stderr, report)
-    report.duration_s = time.monotonic() - started
     return report
 
 

@@ -204,12 +204,19 @@ class Sandbox(Protocol):
         """
         ...
 
-    async def verifier(self) -> Sandbox:
+    async def verifier(self, carry_changes: bool = False) -> Sandbox:
         """Called after :meth:`stop_processes`: where a verifier runs over the agent's work, with
         tools nothing the agent wrote can reach. This sandbox when that holds for it (Docker:
         nothing outside the workdir, /tmp and the output folder changed; local: the host's
         tools are bound read-only), else a fresh sandbox of the same spec holding a copy of the
         workdir, which the caller closes.
+
+        Args:
+            carry_changes: the verifier must also see the agent's changes outside the workdir
+                (Harbor tasks install and configure system files), all but those that reach the
+                verifier's own tools (interpreters, shells, the loader, start-up hooks, their
+                configuration; the rules are ``docs/sandbox.md``'s): Docker then uses this sandbox
+                when none of those changed, else a fresh one holding every other change.
 
         Raises:
             SandboxError: the backend failed.

@@ -16,7 +16,7 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Self
 
 from docker.models.containers import Container
@@ -50,8 +50,10 @@ from gymfleet.envs.sandbox.docker_exec import (
     wrapper_argv,
 )
 from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
+from gymfleet.envs.sandbox.docker_layer import Layer
 from gymfleet.envs.sandbox.docker_seal import copy_folder
 from gymfleet.envs.sandbox.docker_seal import stop_processes as _stop_all
+from gymfleet.envs.sandbox.docker_verifier import carry_changes, sort_container
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,8 @@ class DockerSandbox:
         self._started_at = ""
         self._baseline: set[str] = set()
         self._closed = False
+        self.withheld: dict[str, str] = {}
+        """What of the agent's changes a fresh verifier sandbox was made without: path -> why."""
 
     @property
     def isolated(self) -> bool:
@@ -397,10 +401,15 @@ class DockerSandbox:
         async with self._oom_is_damage(container):
             return await _stop_all(self._backend, container)
 
-    async def verifier(self) -> DockerSandbox:
-        """This sandbox when its writable layer changed nowhere outside the workdir, ``/tmp`` and
-        the commands' output folder since it started, else a fresh sandbox of the same spec (the
-        caller closes it) holding a copy of the workdir. Call after :meth:`stop_processes`.
+    async def verifier(self, carry_changes: bool = False) -> DockerSandbox:
+        """Where a verifier runs; see :meth:`Sandbox.verifier`. Call after :meth:`stop_processes`.
+
+        Without ``carry_changes``: this sandbox when its writable layer changed nowhere outside the
+        workdir, ``/tmp`` and the commands' output folder since it started, else a fresh sandbox
+        of the same spec (the caller closes it) holding a copy of the workdir. With it: this
+        sandbox when none of its changes touches the verifier's tools, else a fresh one holding
+        every change but those (``envs/sandbox/docker_verifier.py``; what was kept out is its
+        :attr:`withheld`), made only after every process here is stopped.
 
         Raises:
             SandboxError: Docker failed, or the fresh sandbox did not start.
@@ -408,17 +417,43 @@ class DockerSandbox:
         container = self._live()
         async with self._oom_is_damage(container):
             with docker_errors("list the sandbox's changed files", container.short_id):
+                if carry_changes:
+                    await self._backend.run_blocking(container.reload)
+                    layer = Layer.of(container)
+                    if layer is not None:
+                        return await self._carrying_verifier(container, layer)
                 changed = await self._backend.run_blocking(changed_paths, container)
         if not outside(changed - self._baseline, (self.spec.workdir, "/tmp", EXEC_ROOT)):
             return self
+        fresh = await self._fresh(container, lambda target: copy_folder(container, target, self.spec.workdir))
+        fresh.withheld = {"/": "the sandbox's layer is not readable here: only the workdir is copied"} if carry_changes else {}
+        return fresh
+
+    async def _fresh(self, container: Container, fill: Callable[[Container], None]) -> DockerSandbox:
         fresh = DockerSandbox(self._backend, self.spec, self.labels)
         try:
             await fresh.start()
-            with docker_errors("copy the workdir to the verifier's sandbox", container.short_id):
-                await self._backend.run_blocking(copy_folder, container, fresh._live(), self.spec.workdir)
+            with docker_errors("copy the agent's files to the verifier's sandbox", container.short_id):
+                await self._backend.run_blocking(fill, fresh._live())
         except BaseException:
             await fresh.close()
             raise
+        return fresh
+
+    async def _carrying_verifier(self, container: Container, layer: Layer) -> DockerSandbox:
+        sorting = await self._backend.run_blocking(sort_container, container, layer, self.spec.workdir)
+        if not sorting.dropped and not sorting.shadow:
+            return self
+        await self.stop_processes()  # nothing may write while the changes are copied
+        fresh = await self._fresh(container, lambda target: None)
+        try:
+            await carry_changes(fresh, fresh._live(), container, sorting, self._backend.run_blocking)
+        except BaseException:
+            await fresh.close()
+            raise
+        fresh.withheld = sorting.dropped
+        log.info("sandbox %s: the verifier runs in a fresh sandbox without %d changed paths (%s)",
+                 container.short_id, len(sorting.dropped), ", ".join(list(sorting.dropped)[:5]))
         return fresh
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:

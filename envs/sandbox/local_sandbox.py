@@ -230,9 +230,10 @@ class LocalSandbox:
                                       "SIGKILL: it cannot be graded")
         return list(reply["killed"])
 
-    async def verifier(self) -> LocalSandbox:
+    async def verifier(self, carry_changes: bool = False) -> LocalSandbox:
         """This sandbox: the tools a verifier runs are the host's, bound read-only (only the
-        workdir and /tmp are writable), so nothing the agent wrote reaches them."""
+        workdir and /tmp are writable), so nothing the agent wrote reaches them; with or without
+        ``carry_changes`` (there are no other changes to carry)."""
         self._require_open()
         return self
 

@@ -9,9 +9,13 @@ the patch before it is applied (listed as ``dropped_files`` in ``report.json``):
 
 * test files (:func:`gymfleet.envs.swe.patch.is_test_file`: the test patch's files, anything
   under ``test``/``tests``/``testing``, ``test_*.py``, ``*_test.py``, every ``conftest.py``);
-* test-run and packaging configuration (:data:`STEERING_NAMES`): ``pytest.ini``, ``tox.ini``,
-  ``setup.cfg``, ``pyproject.toml``, ``setup.py``, ``noxfile.py``;
-* interpreter start-up hooks: ``sitecustomize.py``, ``usercustomize.py``, ``*.pth``.
+* test-run and packaging configuration (:data:`STEERING_NAMES`): ``pytest.ini``,
+  ``.pytest.ini``, ``pytest.toml``, ``.pytest.toml`` (pytest 9 reads them before ``setup.cfg``),
+  ``tox.ini``, ``setup.cfg``, ``pyproject.toml``, ``setup.py``, ``noxfile.py``;
+* interpreter start-up hooks: ``sitecustomize.py``, ``usercustomize.py``, ``*.pth``;
+* distribution metadata (anything in a ``*.dist-info`` or ``*.egg-info`` folder, and every
+  ``entry_points.txt``): on ``sys.path`` (an editable install's ``.pth`` puts the repository
+  there) a ``pytest11`` entry point is a plugin pytest loads by itself.
 
 No gold patch of SWE-bench Lite touches such a file (SWE-bench's own split puts test files in the
 test patch), so gold verdicts do not change; an honest agent's reproduction tests are dropped
@@ -27,8 +31,8 @@ from pathlib import PurePosixPath
 from gymfleet.envs.swe.patch import is_test_file
 
 STEERING_NAMES = frozenset({
-    "conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py",
-    "noxfile.py", "sitecustomize.py", "usercustomize.py",
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+    "pyproject.toml", "setup.py", "noxfile.py", "sitecustomize.py", "usercustomize.py", "entry_points.txt",
 })
 """File names whose changes are never graded (they configure the test run or the install)."""
 _GIT_HEADER = re.compile(r"^diff --git a/(.+?) b/(.+?)$", re.M)
@@ -50,8 +54,10 @@ class GradedPatch:
 
 def steers_tests(path: str, test_files: set[str]) -> bool:
     """True for a path whose change could steer the test run rather than fix the code."""
-    name = PurePosixPath(path).name
-    return is_test_file(path, test_files) or name in STEERING_NAMES or name.endswith(".pth")
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    return (is_test_file(path, test_files) or name in STEERING_NAMES or name.endswith(".pth")
+            or any(part.endswith((".dist-info", ".egg-info")) for part in parts[:-1]))
 
 
 def graded_patch(model_patch: str, test_files: set[str]) -> GradedPatch:

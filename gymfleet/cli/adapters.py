@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from gymfleet.cli.options import BucketOption
 from gymfleet.cli.runs import RunsDirOpt, _fail
 
 adapters_app = typer.Typer(no_args_is_help=True, help="Published adapter versions: export one, push it to a hub.")
@@ -23,7 +22,9 @@ def export_command(
     version: Annotated[str, typer.Argument(help="The version: v3, 3 or v000003.")],
     dest: Annotated[Path, typer.Argument(help="A new (or empty) folder to write the PEFT adapter into.")],
     run: Annotated[str | None, typer.Option(help="Run id; default: the only run in --runs-dir (or --bucket).")] = None,
-    bucket: BucketOption = None,
+    bucket: Annotated[str | None, typer.Option(
+        help="The run's bucket: the `bucket:` of its training config (an fsspec URL; {run_id} is filled in); "
+             "default RUNS_DIR/RUN_ID/bucket.")] = None,
     runs_dir: RunsDirOpt = Path("runs"),
     push: Annotated[str | None, typer.Option(help="Also upload the folder to this hub repo (user/name).")] = None,
 ) -> None:

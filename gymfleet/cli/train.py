@@ -43,7 +43,7 @@ def train_command(
     if cluster is not None:
         from gymfleet.run.cluster import train_on_cluster
 
-        report = train_on_cluster(cfg, cluster, console)
+        report = train_on_cluster(cfg, cluster, console, progress_every_s=progress_every)
         console.print(f"run {report.run_id} on Ray: {report.run_status}, {report.n_steps} learner steps "
                       f"(last step {report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
                       markup=False, highlight=False)

@@ -34,15 +34,19 @@ from typing import Any
 
 from rich.console import Console
 
-from gymfleet.core.errors import ConfigError, TrainError
+from gymfleet.core.errors import ConfigError, GymfleetError, TrainError
 from gymfleet.orchestrator.config import RunConfig
+from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.run.config import ClusterConfig, TrainConfig
+from gymfleet.run.display import PLAIN_INTERVAL_S, summary_line
 from gymfleet.run.job import run_job
 from gymfleet.run.learner import EXIT_WAIT_S, LearnerHandle
 from gymfleet.run.placement import GrpoOutcome
 from gymfleet.run.ray_roles import LearnerRole, ReplicaRole, ShardResult, ShardRole, replica_engine, shard_policy_engines
 from gymfleet.run.records import GenerationTimeline, TrainReport
-from gymfleet.trainer import WorkerArgs
+from gymfleet.run.report import last_event
+from gymfleet.trainer import AdapterBucket, WorkerArgs
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +148,12 @@ class RayPlacement:
                       f"{cl.shards} shard(s), {len(replicas)} replica actor(s), 1 learner", markup=False, highlight=False)
         shard_runs = [s.run.remote() for s in shards]
         learner.start()
+        ticker = asyncio.create_task(progress_lines(cfg, console, t0, progress_every_s or PLAIN_INTERVAL_S))
         try:
             wall_spent = await learner.run_out(cfg.budget.max_wall_s, t0)
             await learner.wait()
         finally:
+            ticker.cancel()
             results = await asyncio.to_thread(_stop_shards, ray, shards, shard_runs, cl.stop_wait_s)
             replica_stats = await asyncio.to_thread(_replica_stats, ray, replicas)
             for actor in [*shards, *replicas]:
@@ -158,9 +164,36 @@ class RayPlacement:
         spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
         return GrpoOutcome(
             GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0),
-            "completed_budget" if spent else "interrupted",
+            RunStatus.completed_budget if spent else RunStatus.interrupted,
             cluster={"address": self.address, "hosts": sorted(self.hosts), "shards": [r.__dict__ for r in results],
                      "learner_end": end, "sandboxes_swept": swept, "replicas": replica_stats})
+
+
+async def progress_lines(cfg: TrainConfig, console: Console, t0: float, interval_s: float) -> None:
+    """Prints the plain progress line of a one-machine run (:func:`gymfleet.run.display.summary_line`)
+    every ``interval_s`` seconds, from the store, the bucket and the learner's log (when this
+    machine sees it), until cancelled. A look that fails (the store busy, the run not started
+    yet) is skipped: progress must never stop the run."""
+    run_id = cfg.run.run_id
+    bucket = AdapterBucket(cfg.bucket, run_id)
+    try:
+        store = await TrajectoryStore.open(cfg.run.store)
+    except (GymfleetError, OSError) as exc:
+        log.warning("no progress lines: the store does not open here (%s)", exc)
+        return
+    async with store:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                summary = await store.run_summary(run_id)
+                version = await asyncio.to_thread(bucket.newest_version)
+            except (GymfleetError, OSError) as exc:
+                log.debug("no progress line this time: %s", exc)
+                continue
+            step = last_event(Path(cfg.report_dir), "step").get("step")
+            console.print(summary_line(summary, time.monotonic() - t0, version,
+                                       f"learner step {'-' if step is None else step}"),
+                          markup=False, highlight=False, soft_wrap=True)
 
 
 def check_reachable(store: str, bucket: str, hosts: set[str]) -> None:
@@ -202,7 +235,8 @@ def check_resources(offered: dict[str, float], cl: ClusterConfig) -> None:
                                   f"cluster.{role}_resources / {role}_cpus / {role}_gpus")
 
 
-def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = None) -> TrainReport:
+def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = None,
+                     progress_every_s: float | None = None) -> TrainReport:
     """Runs the training job of ``cfg`` (:func:`gymfleet.run.job.run_job`) with its GRPO stage on
     the Ray cluster at ``address`` (:class:`RayPlacement`); writes and returns the report
     (``report_dir``/report.json).
@@ -211,6 +245,7 @@ def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = N
         cfg: the training run (async mode).
         address: ``auto`` (the cluster this machine is part of) or ``ray://HOST:PORT``, or the
             address ``ray.init`` takes.
+        progress_every_s: seconds between plain progress lines (default 10).
 
     Raises:
         ConfigError: Ray is not installed, sync mode, a store/bucket the nodes cannot share, a
@@ -227,7 +262,8 @@ def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = N
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     hosts = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
     check_reachable(cfg.run.store, cfg.bucket, hosts)
-    outcome = asyncio.run(run_job(cfg, RayPlacement(ray, address, hosts), console=console, live=False))
+    outcome = asyncio.run(run_job(cfg, RayPlacement(ray, address, hosts), console=console, live=False,
+                                  progress_every_s=progress_every_s))
     return outcome.report
 
 

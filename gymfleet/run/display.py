@@ -5,7 +5,8 @@ so a line like::
 
     [train-default 02:30] rollouts 48 done (ok=40 truncated=8) · in flight 4 · reward 0.312 · policy v3 · learner step 5
 
-is printed every ``interval_s`` seconds instead (and once at the end).
+is printed every ``interval_s`` seconds instead (and once at the end). ``train --cluster`` prints
+the same line, read from the store (:func:`summary_line`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 
 from gymfleet.orchestrator.progress import RunStats
+from gymfleet.orchestrator.store.queries import RunSummary
 
 PLAIN_INTERVAL_S = 10.0
 """Seconds between plain progress lines (at most 30 s apart, as promised in the README)."""
@@ -27,20 +29,39 @@ PLAIN_INTERVAL_S = 10.0
 
 def progress_line(stats: RunStats, extra: str = "") -> str:
     """One plain line of a run's progress (rollouts done, reward, in flight, policy version)."""
-    elapsed = int(time.monotonic() - stats.started_at)
     by_status = Counter[str]()
     reward_sum, n_rewarded = 0.0, 0
     for task in stats.tasks.values():
         by_status.update(task.by_status)
         reward_sum += task.reward_sum
         n_rewarded += task.n_rewarded
+    return _line(stats.run_id, time.monotonic() - stats.started_at, stats.completed, by_status,
+                 reward_sum / n_rewarded if n_rewarded else None, stats.in_flight, stats.policy_version,
+                 stats.paused, extra)
+
+
+def summary_line(summary: RunSummary, elapsed_s: float, policy_version: int, extra: str = "") -> str:
+    """The same line from the store (``train --cluster``: the shards' counters live in their Ray
+    actors; what they stored is what the driver sees). Rewards are over ok and truncated
+    rollouts, as on one machine."""
+    by_status = Counter[str](summary.by_status)
+    rewarded = [(t.mean_reward_ok, t.by_status.get("ok", 0) + t.by_status.get("truncated", 0))
+                for t in summary.tasks if t.mean_reward_ok is not None]
+    n_rewarded = sum(n for _, n in rewarded)
+    reward = sum(r * n for r, n in rewarded) / n_rewarded if n_rewarded else None
+    return _line(summary.run_id, elapsed_s, summary.n_trajectories, by_status, reward, summary.n_running,
+                 policy_version, "", extra)
+
+
+def _line(run_id: str, elapsed_s: float, completed: int, by_status: Counter[str], reward: float | None,
+          in_flight: int, policy_version: int, paused: str, extra: str) -> str:
+    elapsed = int(elapsed_s)
     statuses = " ".join(f"{k}={v}" for k, v in sorted(by_status.items()))
-    reward = f"{reward_sum / n_rewarded:.3f}" if n_rewarded else "-"
-    line = (f"[{stats.run_id} {elapsed // 60:02d}:{elapsed % 60:02d}] rollouts {stats.completed} done"
-            f"{f' ({statuses})' if statuses else ''} · in flight {stats.in_flight} · reward {reward}"
-            f" · policy v{stats.policy_version}")
-    if stats.paused:
-        line += f" · paused: {stats.paused}"
+    line = (f"[{run_id} {elapsed // 60:02d}:{elapsed % 60:02d}] rollouts {completed} done"
+            f"{f' ({statuses})' if statuses else ''} · in flight {in_flight} · reward "
+            f"{'-' if reward is None else f'{reward:.3f}'} · policy v{policy_version}")
+    if paused:
+        line += f" · paused: {paused}"
     return f"{line} · {extra}" if extra else line
 
 

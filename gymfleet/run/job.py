@@ -140,7 +140,7 @@ async def _report(job: _Job) -> JobOutcome:
     assert grpo is not None
     report = build_report(
         Path(cfg.report_dir), cfg.mode, grpo.timeline, cfg.run.run_id,
-        run_status=grpo.run_status, budget=cfg.budget.model_dump(mode="json"),
+        run_status=grpo.run_status.value, budget=cfg.budget.model_dump(mode="json"),
         learner_exitcode=grpo.learner_exitcode,
         dynamic_sampling=cfg.learner.dynamic_sampling.model_dump(mode="json"),
         torch_threads={"cpus": usable_cpus(), "learner": cfg.learner_threads, "engines": {

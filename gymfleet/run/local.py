@@ -158,8 +158,8 @@ class LocalPlacement:
             failure = exc
             exitcode = await stage.learner.wait()
         stage.timeline.wall_s = time.monotonic() - stage.t0
-        status = (ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted).value
+        status = ended.status if isinstance(ended, RunOutcome) else RunStatus.interrupted
         crash = ended if isinstance(ended, BaseException) and failure is None and not isinstance(
             ended, (asyncio.CancelledError, GymfleetError)) else None
-        return GrpoOutcome(stage.timeline, "failed" if failure is not None else status, exitcode, failure, crash,
+        return GrpoOutcome(stage.timeline, RunStatus.failed if failure is not None else status, exitcode, failure, crash,
                            stage.signalled)

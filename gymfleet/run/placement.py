@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError
+from gymfleet.orchestrator.store.schema import RunStatus
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.records import GenerationTimeline
 
@@ -25,7 +26,8 @@ class GrpoOutcome:
 
     Attributes:
         timeline: what the orchestrator side measured (its ``wall_s`` is the stage's).
-        run_status: the run's status (``completed_budget``, ``interrupted``, ``failed``...).
+        run_status: the run's status (the store's vocabulary: ``completed (budget)``,
+            ``interrupted``, ``failed``...).
         learner_exitcode: 0 when the learner spent its budget; None when not known (Ray).
         failure: the GymfleetError the run stopped on after it started (reported, then raised
             as a TrainError); None when it did not.
@@ -35,7 +37,7 @@ class GrpoOutcome:
     """
 
     timeline: GenerationTimeline
-    run_status: str
+    run_status: RunStatus
     learner_exitcode: int | None = None
     failure: GymfleetError | None = None
     crash: BaseException | None = None

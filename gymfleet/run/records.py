@@ -218,7 +218,8 @@ class TrainReport:
             steps_redone}`` (:func:`gymfleet.run.report.run_history`).
         dropped_claims: this start's claims whose groups were all dropped (nothing trained):
             ``{after_step, t_s, filter}``.
-        run_status: the store's status of the run (``completed_budget``, ``interrupted``, ``failed``...).
+        run_status: the run's status, a :class:`~gymfleet.orchestrator.store.schema.RunStatus`
+            value (``completed (budget)``, ``interrupted``, ``failed``...), on a cluster too.
         budget: the budget section of the config.
         learner_exitcode: 0 when the learner spent its budget; None on a cluster (Ray restarts it).
         dynamic_sampling: the learner's dynamic-sampling settings.

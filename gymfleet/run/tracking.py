@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from gymfleet.orchestrator.store.engine import display_url
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.trackers import HeldOutTable, Scalars, Tracker, open_trackers
 from gymfleet.trainer import STEPS_FILE
@@ -166,6 +167,16 @@ class Tracking:
             tracker.close()
 
 
+def public_config(value: Any) -> Any:
+    """The resolved config as the trackers get it: every string with a URL's password in it
+    (a PostgreSQL store) has it replaced by ``***`` (a W&B run's config is uploaded)."""
+    if isinstance(value, dict):
+        return {k: public_config(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [public_config(v) for v in value]
+    return display_url(value) if isinstance(value, str) else value
+
+
 @asynccontextmanager
 async def tracked(cfg: TrainConfig) -> AsyncIterator[Tracking]:
     """The trackers of ``cfg.report_to``, following the run's record files while the ``async
@@ -176,7 +187,7 @@ async def tracked(cfg: TrainConfig) -> AsyncIterator[Tracking]:
     """
     report_dir = Path(cfg.report_dir)
     trackers = await asyncio.to_thread(
-        open_trackers, cfg.report_to, report_dir, cfg.run.run_id, cfg.model_dump(mode="json"))
+        open_trackers, cfg.report_to, report_dir, cfg.run.run_id, public_config(cfg.model_dump(mode="json")))
     tracking = Tracking(trackers, [(JsonlTail(Path(cfg.run.metrics_path)), rollout_scalars),
                                    (JsonlTail(report_dir / STEPS_FILE), learner_scalars)])
     if not trackers:

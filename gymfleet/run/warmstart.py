@@ -93,7 +93,16 @@ async def run_warm_start(cfg: TrainConfig, console: Console | None = None) -> Wa
     recording, demos = await _demonstrations(cfg, console)
     meta = {"demonstrations_run_id": demo_run_id(cfg.run.run_id)}
     sft_config = cfg.warmstart  # a WarmStartConfig is an SFTConfig
-    report = await asyncio.to_thread(warm_start, cfg.learner, cfg.rollout_policy(), bucket, demos, sft_config, meta)
+    epochs = sft_config.epochs
+
+    def say(epoch: int, loss: float) -> None:  # from the training thread: rich's console takes a lock
+        when = "before training" if epoch == 0 else f"after epoch {epoch}/{epochs}"
+        console.print(f"warm start: loss {loss:.4f} nats per target token {when}", markup=False, highlight=False)
+
+    console.print(f"warm start: training the adapter on {len(demos)} demonstrations for {epochs} epochs",
+                  markup=False, highlight=False)
+    report = await asyncio.to_thread(warm_start, cfg.learner, cfg.rollout_policy(), bucket, demos, sft_config,
+                                     meta, say)
     return WarmStartOutcome(demo_run_id(cfg.run.run_id), recording, len(demos), report)
 
 

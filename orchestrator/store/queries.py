@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store.codec import from_row
 from gymfleet.orchestrator.store.errors import RunNotFoundError
-from gymfleet.orchestrator.store.schema import GroupRow, RunRow, TrajectoryRow
+from gymfleet.orchestrator.store.schema import GroupRow, RunRow, SampleRow, SampleState, TrajectoryRow
 
-GROUPS, TRAJ, RUNS = GroupRow.__table__, TrajectoryRow.__table__, RunRow.__table__
+GROUPS, TRAJ, RUNS, SAMPLES = GroupRow.__table__, TrajectoryRow.__table__, RunRow.__table__, SampleRow.__table__
 
 
 @dataclass
@@ -44,6 +44,8 @@ class RunSummary:
     n_starts: int
     n_groups: int = 0
     n_groups_complete: int = 0
+    n_running: int = 0
+    """Samples some orchestrator runs now (state ``running``): the rollouts in flight."""
     tasks: list[TaskSummary] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -97,6 +99,8 @@ async def _summary(conn: AsyncConnection, run: Any) -> RunSummary:
         select(func.count(GROUPS.c.group_id), func.count(GROUPS.c.completed_at)).where(GROUPS.c.run_id == run.run_id)
     )
     summary.n_groups, summary.n_groups_complete = counts.one()
+    summary.n_running = int(await conn.scalar(select(func.count()).select_from(SAMPLES).where(
+        SAMPLES.c.run_id == run.run_id, SAMPLES.c.state == SampleState.running)) or 0)
     tally = await conn.execute(
         select(TRAJ.c.task, TRAJ.c.env_id, TRAJ.c.status, func.count(), func.avg(TRAJ.c.reward))
         .where(TRAJ.c.run_id == run.run_id)

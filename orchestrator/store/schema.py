@@ -51,7 +51,9 @@ def utcnow() -> datetime:
 
 
 class RunStatus(str, enum.Enum):
-    """Where a run stands."""
+    """Where a run stands: the one vocabulary of the store, ``runs list``, report.json's
+    ``run_status`` and what ``gymfleet train`` prints, on one machine or a cluster (the values,
+    e.g. ``completed (budget)``, are what people read)."""
 
     running = "running"
     interrupted = "interrupted"
@@ -60,6 +62,8 @@ class RunStatus(str, enum.Enum):
     """Every group of every task done."""
     completed_budget = "completed (budget)"
     """A training run that spent its budget (learner steps or wall-clock seconds)."""
+    failed = "failed"
+    """A training job that stopped on an error after it started (its report's ``error`` says why)."""
 
     @property
     def finished(self) -> bool:

@@ -47,3 +47,35 @@ def test_the_device_is_a_gpu_when_torch_sees_one_and_a_clear_error_when_asked_fo
             resolve_device("cuda:0")
     assert ModelSpec(device="cpu").same_weights(ModelSpec())
 
+
+
+@pytest.mark.model
+def test_the_embedded_models_hub_id_loads_offline_from_the_hf_cache_or_the_embedded_package(tmp_path) -> None:
+    """What a published adapter names as its base (the hub id) loads inside gymfleet without a
+    hub: from the Hugging Face cache when that holds it, else from the embedded package."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gymfleet.core.models import EMBEDDED_HUB_ID, ModelSpec, resolve_model_dir
+
+    embedded = resolve_model_dir(ModelSpec())
+    probe = ("import json; from gymfleet.core.models import ModelSpec, resolve_model_dir; "
+             f"print(json.dumps(resolve_model_dir(ModelSpec(name_or_path={EMBEDDED_HUB_ID!r}))))")
+
+    def resolved(hf_home: Path) -> str:
+        env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
+        env.pop("HF_HUB_CACHE", None)
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert resolved(tmp_path / "empty") == embedded
+    snapshot = tmp_path / "hf" / "hub" / f"models--{EMBEDDED_HUB_ID.replace('/', '--')}" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert resolved(tmp_path / "hf") == EMBEDDED_HUB_ID  # transformers then finds it in that cache

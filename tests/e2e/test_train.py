@@ -97,6 +97,13 @@ def test_killed_learner_resumes_from_the_bucket_and_trains_no_group_twice(tmp_pa
     assert len(starts) == 2 and starts[1]["resumed"] is True
     assert starts[1]["step"] == published_at_kill.meta["step"]  # resumed at the right step
     assert [e["step"] for e in events if e["event"] == "step"][-1] == 4
+    # the report of the second start covers both (before: only the rerun's steps), each step once
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [(s["resumed"], s["step"]) for s in report["starts"]] == [(False, 0), (True, starts[1]["step"])]
+    steps = [s["step"] for s in report["steps"]]
+    assert steps == list(range(1, 5)), steps
+    assert {s["start"] for s in report["steps"] if s["step"] <= starts[1]["step"]} == {0}
+    assert {s["start"] for s in report["steps"] if s["step"] > starts[1]["step"]} == {1}
     consumed = [g for v in bucket.versions() for g in bucket.get(v).meta["consumed_group_ids"]]
     assert consumed and len(consumed) == len(set(consumed))  # no group in two published versions
 

@@ -17,6 +17,7 @@ from gymfleet.envs.images import (
     HOST_CA_BUNDLE,
     HOST_CA_NAME,
     LABEL_IMAGE_HASH,
+    BuildProgress,
     ImageBuilder,
 )
 
@@ -85,7 +86,7 @@ def test_second_build_is_a_no_op(terminal_image: str, images_dir: Path) -> None:
     builder = ImageBuilder(images_dir=images_dir, log=logs.append)
     first = builder.ensure("tiny", force=True)
     try:
-        assert first.built and logs
+        assert first.built and logs[0].startswith("building ") and logs[-1].startswith(f"built {first.tag} in ")
         second = builder.ensure("tiny")
         assert second.built is False and second.tag == first.tag
         image = builder.client.images.get(first.tag)
@@ -126,3 +127,23 @@ def test_cli_list_and_build_when_up_to_date(terminal_image: str) -> None:
     assert listed.exit_code == 0 and terminal_image in listed.output
     built = CliRunner().invoke(app, ["images", "build", "terminal"])
     assert built.exit_code == 0 and f"{terminal_image} up to date" in built.output
+
+
+def test_a_build_nobody_watches_prints_plain_progress_lines() -> None:
+    """`envs check` built images for ~100 s without a line: the default log of a build prints
+    the builder's lines and docker's steps as they come, the rest at most once per interval."""
+    out, now = io.StringIO(), [0.0]
+    progress = BuildProgress("terminal", interval_s=10.0, out=out, clock=lambda: now[0])
+    for t, line in [(0, "building gymfleet/terminal:abc (missing here: built once, minutes)"),
+                    (1, "Step 1/4 : FROM gymfleet/base:def"), (2, " ---> 1234"), (3, "Get:1 http://deb ..."),
+                    (4, "Step 2/4 : RUN apt-get install -y python3"), (5, "Unpacking python3 ..."),
+                    (16, "Setting up python3 ..."), (17, "more output"), (40, "built gymfleet/terminal:abc in 40 s")]:
+        now[0] = t
+        progress(line)
+    assert out.getvalue().splitlines() == [
+        "image terminal (0 s): building gymfleet/terminal:abc (missing here: built once, minutes)",
+        "image terminal (1 s): Step 1/4 : FROM gymfleet/base:def",
+        "image terminal (4 s): Step 2/4 : RUN apt-get install -y python3",
+        "image terminal (16 s): Setting up python3 ...",
+        "image terminal (40 s): built gymfleet/terminal:abc in 40 s",
+    ]

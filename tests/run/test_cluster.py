@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -76,8 +77,11 @@ def test_replica_actors_serve_a_shard_and_killed_actors_are_restarted(tmp_path: 
         cluster.shutdown()
     out = (tmp_path / "train.log").read_text()
     assert "1 shard(s), 1 replica actor(s), 1 learner" in " ".join(out.split()), out
+    # the plain progress line of a one-machine run, every 10 s, read from the store
+    assert re.search(r"^\[ray1 \d\d:\d\d\] rollouts \d+ done .* · policy v\d+ · learner step \S+$", out, re.M), out
     report = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert report["run_status"] == "completed_budget" and report["last_step"] == 3, out
+    assert report["run_status"] == "completed (budget)" and report["last_step"] == 3, out
+    assert report["wall_time"]["stages_s"]["grpo"] > 0  # the cluster report says where the time went too
     assert bucket.versions() == [1, 2, 3]
     # The learner was restarted and resumed from the bucket (not from step 0).
     starts = [json.loads(line) for line in (tmp_path / "report" / "learner.jsonl").read_text().splitlines()
@@ -160,7 +164,7 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
         cluster.shutdown()
     out = (tmp_path / "train.log").read_text()
     report = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert report["run_status"] == "completed_budget" and report["last_step"] == 3, out
+    assert report["run_status"] == "completed (budget)" and report["last_step"] == 3, out
     assert len(report["cluster"]["shards"]) == 1  # the surviving shard reported; the other died with its node
     assert len(report["cluster"]["replicas"]) == 2  # one replica actor per shard, on the inference node
     assert all(r["generated_tokens"] > 0 for r in report["cluster"]["replicas"]), report["cluster"]["replicas"]

@@ -30,9 +30,9 @@ EVALUATION = {
 }
 
 
-def _config(tmp_path: Path, report_to: list[str]) -> TrainConfig:
+def _config(tmp_path: Path, report_to: list[str], store: str | None = None) -> TrainConfig:
     return train_config_from_dict({
-        "run_id": "track", "store": str(tmp_path / "store.db"), "metrics_path": str(tmp_path / "metrics.jsonl"),
+        "run_id": "track", "store": store or str(tmp_path / "store.db"), "metrics_path": str(tmp_path / "metrics.jsonl"),
         "report_dir": str(tmp_path / "report"), "report_to": report_to,
         "tasks": [{"name": "echo", "env_id": "tests.orchestrator.fakes:gymfleet-test/SlowEcho-v0"}]})
 
@@ -105,8 +105,8 @@ def _run_tracked(cfg: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str,
 def test_tensorboard_event_files_hold_the_records_and_the_heldout_table(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    cfg = _config(tmp_path, ["tensorboard"])
-    metrics, steps = _run_tracked(cfg)
+    cfg = _config(tmp_path, ["tensorboard"], store="postgresql+asyncpg://gymfleet:s3cret@db.example/runs")
+    metrics, steps = _run_tracked(cfg)  # (the store is never opened)
     acc = EventAccumulator(str(tmp_path / "report" / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
     expected = _expected(metrics, steps)
@@ -123,10 +123,12 @@ def test_tensorboard_event_files_hold_the_records_and_the_heldout_table(tmp_path
                        "heldout/echo/final/mean_reward": [(2, pytest.approx(0.55))]}
     table = acc.Tensors("heldout/text_summary")[0].tensor_proto.string_val[0].decode()
     assert "| echo | final | 2 | 0.5000 | 0.1770 | 8 | 0.5500 |" in table
+    config = acc.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "postgresql+asyncpg://gymfleet:***@db.example/runs" in config and "s3cret" not in config
 
 
 def test_wandb_offline_run_holds_the_records_and_the_heldout_table(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, ["wandb"])
+    cfg = _config(tmp_path, ["wandb"], store="postgresql+asyncpg://gymfleet:s3cret@db.example/runs")
     metrics, steps = _run_tracked(cfg)
     (run_dir,) = (tmp_path / "report" / "wandb").glob("offline-run-*")
     records = wandb_records(next(run_dir.glob("run-*.wandb")))
@@ -151,6 +153,7 @@ def test_wandb_offline_run_holds_the_records_and_the_heldout_table(tmp_path: Pat
     assert ["echo", "final", 2, 0.5, 0.177, 8, 0.55] in content["data"]
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert run.display_name == "track" and run.run_group == "track"
+    assert not [p for p in (tmp_path / "report").rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
 
 
 def test_the_tail_reads_complete_lines_only_once(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ class FakeSandbox:
     async def stop_processes(self) -> list[str]:
         return []
 
-    async def verifier(self) -> Self:
+    async def verifier(self, carry_changes: bool = False) -> Self:
         return self
 
     async def close(self) -> None:

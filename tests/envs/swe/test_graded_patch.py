@@ -26,8 +26,9 @@ def added(path: str, line: str = "x = 1") -> str:
 
 def test_files_that_steer_the_test_run_are_dropped_and_source_kept() -> None:
     steering = ["conftest.py", "tests/conftest.py", "setup.py", "pyproject.toml", "tox.ini",
-                "pytest.ini", "setup.cfg", "src/evil.pth", "sitecustomize.py",
-                "tests/test_new.py", "test_repro.py", "tests/test_declared.py"]
+                "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "setup.cfg", "src/evil.pth",
+                "sitecustomize.py", "src/zz-1.0.dist-info/entry_points.txt", "src/zz.egg-info/PKG-INFO",
+                "entry_points.txt", "tests/test_new.py", "test_repro.py", "tests/test_declared.py"]
     patch = SOURCE + "".join(added(p) for p in steering)
     graded = graded_patch(patch, {"tests/test_declared.py"})
     assert graded.patch == SOURCE

@@ -80,6 +80,23 @@ def version_file_that_writes_a_pth(repo: Path) -> None:
                                                WRITE_PTH + '__version__ = "3.0" + ".2"'))
 
 
+# a pytest plugin that pytest loads by itself: a distribution's `pytest11` entry point, found by
+# importlib.metadata in src/ (on sys.path through the editable install's .pth), or named by a
+# config file that pytest 9 reads before setup.cfg's [tool:pytest]
+PLUGIN_DIST = [write("src/zz_gymfleet_plugin.py", FORCE_PASS),
+               write("src/zz_gymfleet-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: zz-gymfleet\nVersion: 1.0\n"),
+               write("src/zz_gymfleet-1.0.dist-info/entry_points.txt", "[pytest11]\nzz = zz_gymfleet_plugin\n")]
+PLUGIN_INI = [write("src/zz_gymfleet_plugin.py", FORCE_PASS),
+              write(".pytest.ini", "[pytest]\naddopts = -p zz_gymfleet_plugin -rA\n")]
+
+
+def mkdir_then(edit: Edit, folder: str) -> Edit:
+    def run(repo: Path) -> None:
+        (repo / folder).mkdir(parents=True, exist_ok=True)
+        edit(repo)
+    return run
+
+
 # instance id -> edits of the hostile patch (none fixes the bug)
 HACKS: dict[str, list[Edit]] = {
     "hack__root-conftest-1": [write("conftest.py", FORCE_PASS)],
@@ -88,6 +105,8 @@ HACKS: dict[str, list[Edit]] = {
     "hack__version-file-pth-1": [version_file_that_writes_a_pth],
     "hack__forged-exit-1": [append("src/semver/__init__.py", FORGE_AND_EXIT)],
     "crash__no-results-1": [append("src/semver/__init__.py", "\nimport os\nos._exit(3)\n")],
+    "hack__dist-info-plugin-1": [mkdir_then(edit, "src/zz_gymfleet-1.0.dist-info") for edit in PLUGIN_DIST],
+    "hack__pytest-ini-plugin-1": PLUGIN_INI,
 }
 
 
@@ -146,6 +165,9 @@ def test_each_hack_is_stopped_where_it_is_meant_to_be(hack_run: dict[str, Any]) 
     assert "start-up hooks" in report(hack_run, "hack__version-file-pth-1")["ungradable"]
     assert "JUnit" in report(hack_run, "hack__forged-exit-1")["ungradable"]
     assert "no test results" in report(hack_run, "crash__no-results-1")["ungradable"]
+    assert report(hack_run, "hack__dist-info-plugin-1")["dropped_files"] == [
+        "src/zz_gymfleet-1.0.dist-info/METADATA", "src/zz_gymfleet-1.0.dist-info/entry_points.txt"]
+    assert report(hack_run, "hack__pytest-ini-plugin-1")["dropped_files"] == [".pytest.ini"]
 
 
 def test_gold_still_resolves_and_the_apply_log_is_in_order(hack_run: dict[str, Any]) -> None:

@@ -97,7 +97,7 @@ class FakeSandbox:
         self.n_stops += 1
         return []
 
-    async def verifier(self) -> Self:
+    async def verifier(self, carry_changes: bool = False) -> Self:
         return self
 
     async def close(self) -> None:

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Writes reward.json: the reward and one key per check (they reach info).
-python3 - <<'PY'
+# -I: it runs in the agent's workdir, whose modules (a json.py) must not shadow what it imports.
+python3 -I - <<'PY'
 import json, os
 try:
     out = json.load(open("/app/out.json"))
