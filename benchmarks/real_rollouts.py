@@ -42,6 +42,7 @@ import numpy as np
 import psutil
 
 import gymfleet
+import cpu_stages
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.core.records import Message, SamplingParams, Trajectory
@@ -55,6 +56,8 @@ except ImportError:
     EnvResources = None  # type: ignore[assignment,misc]
 
 TERMINAL_TASKS = ["log-errors", "word-frequency", "organize-files"]
+EASY_TASKS = ["write-word-apple", "copy-file-apple", "rename-file-apple", "append-line-apple"]
+TERMINAL_ENVS = {"builtin": ("gymfleet/Terminal-v0", TERMINAL_TASKS), "easy": ("gymfleet/TerminalEasy-v0", EASY_TASKS)}
 MINIWOB_TASKS = ["click-button", "click-link", "enter-text", "focus-text", "click-checkboxes"]
 SIGMA = 0.5  # log-normal think time: sigma of the log
 MIN_FREE_BYTES = 3 << 30
@@ -109,9 +112,11 @@ class GoldGateway:
 @functools.cache
 def _terminal_actions(instance_id: str) -> tuple[str, ...]:
     from gymfleet.envs.actions import bash_block
+    from gymfleet.envs.terminal.easy import EASY_TASKS_DIR
     from gymfleet.envs.terminal.task import BUILTIN_TASKS_DIR, load_tasks
 
-    task = load_tasks(BUILTIN_TASKS_DIR, [instance_id])[instance_id]
+    folder = EASY_TASKS_DIR if (EASY_TASKS_DIR / instance_id).is_dir() else BUILTIN_TASKS_DIR
+    task = load_tasks(folder, [instance_id])[instance_id]
     return (bash_block(task.solution_script), "submit")
 
 
@@ -203,10 +208,12 @@ def task_entry(env_id: str, instances: list[str], env_kwargs: dict[str, Any], pa
 
 
 async def run_phase(kind: str, concurrency: int, think_s: float, duration_s: float, warmup_s: float,
-                    shared: bool, passes: int | None, workdir: Path, timings: Timings) -> dict[str, Any]:
+                    shared: bool, passes: int | None, workdir: Path, timings: Timings,
+                    args: argparse.Namespace) -> dict[str, Any]:
     """One scheduler run; returns its figures (``passes`` None: until ``duration_s``)."""
     if kind == "terminal":
-        entry = task_entry("gymfleet/Terminal-v0", TERMINAL_TASKS, {"sandbox": "local"}, passes, 4)
+        env_id, instances = TERMINAL_ENVS[args.terminal_env]
+        entry = task_entry(env_id, instances, {"sandbox": "local"}, passes, 4)
         gold = terminal_gold
     else:
         entry = task_entry("gymfleet/Browser-v0", MINIWOB_TASKS, {"tasks": MINIWOB_TASKS}, passes, 4)
@@ -225,7 +232,7 @@ async def run_phase(kind: str, concurrency: int, think_s: float, duration_s: flo
         instances = {task.name: await resolve_instances(task, make)}
         async with await TrajectoryStore.open(cfg.store) as store:
             scheduler = Scheduler(cfg, store, GoldGateway(gold, think_s), {task.name: make}, instances)
-            figures = await drive(scheduler, concurrency, duration_s, warmup_s, passes is None, timings)
+            figures = await drive(scheduler, concurrency, duration_s, warmup_s, passes is None, timings, args)
             trajs = [t.trajectory for t in await store.trajectories(cfg.run_id, limit=None)]
     finally:
         if resources_cm is not None:
@@ -253,7 +260,7 @@ async def run_phase(kind: str, concurrency: int, think_s: float, duration_s: flo
 
 
 async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmup_s: float,
-                forever: bool, timings: Timings) -> dict[str, Any]:
+                forever: bool, timings: Timings, args: argparse.Namespace) -> dict[str, Any]:
     tree, started = Tree(), time.monotonic()
     runner = asyncio.create_task(scheduler.run())
     samples: list[int] = []
@@ -262,6 +269,8 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
     done0 = t0 = None
     stopped_early = False
     next_tree = 0.0
+    stages0: dict[str, Any] | None = None
+    profile: cpu_stages.Profile | None = None
     while not runner.done():
         await asyncio.sleep(0.25)
         elapsed = time.monotonic() - started
@@ -278,6 +287,9 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
                 t0, done0 = time.monotonic(), scheduler.stats.completed
                 cpu0, tree_cpu0 = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s)
                 leases0 = len(timings.leases)
+                stages0 = args.meter.snapshot() if args.meter else None
+                if args.cprofile:
+                    profile = cpu_stages.Profile().__enter__()
             samples.append(in_flight)
         if forever and elapsed >= duration_s:
             break
@@ -287,12 +299,20 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
             break
     window_s = time.monotonic() - (t0 if t0 is not None else started)
     completed = scheduler.stats.completed - (done0 or 0)
+    if profile is not None:
+        profile.__exit__()
+    stages1 = args.meter.snapshot() if args.meter and stages0 else None
     cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s) - tree_cpu0
     window_leases = timings.leases[leases0:]
     scheduler.request_stop()
     scheduler.request_stop()
     await runner
-    return {
+    extra: dict[str, Any] = {}
+    if stages1 is not None:
+        extra["stages"] = cpu_stages.per_rollout(stages0, stages1, tree_cpu, completed)
+    if profile is not None:
+        extra["event_loop_profile_tottime"] = profile.top(30)
+    return extra | {
         "concurrency": concurrency, "window_s": round(window_s, 1), "completed_in_window": completed,
         "stopped_early_low_memory": stopped_early,
         "rollouts_per_s": round(completed / window_s, 4) if window_s else None,
@@ -314,12 +334,13 @@ async def bench(kind: str, concurrencies: list[int], args: argparse.Namespace, s
                 timings: Timings) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"gymfleet-bench-{kind}-"))
     log(f"{kind}: calibration at concurrency 1, no think time")
-    calibration = await run_phase(kind, 1, 0.0, 0, 0, shared, 1, workdir, timings)
+    calibration = await run_phase(kind, 1, 0.0, 0, 0, shared, 1, workdir, timings, args)
     w_env = calibration["env_s_mean"]
     results: dict[str, Any] = {"calibration": calibration}
     for c in concurrencies:
         log(f"{kind}: concurrency {c}, think {args.think_s} s/turn, {args.duration_s} s ({args.warmup_s} s warm-up)")
-        fig = await run_phase(kind, c, args.think_s, args.duration_s, args.warmup_s, shared, None, workdir, timings)
+        fig = await run_phase(kind, c, args.think_s, args.duration_s, args.warmup_s, shared, None, workdir, timings,
+                              args)
         if fig["mean_think_s"] is not None and w_env is not None:
             ideal = c / (fig["mean_think_s"] + w_env)
             fig["ideal_rollouts_per_s"] = round(ideal, 4)
@@ -337,6 +358,11 @@ def main() -> None:
     parser.add_argument("--miniwob", default="16", help="MiniWoB concurrencies ('' to skip)")
     parser.add_argument("--miniwob-think-s", type=float, default=2.0)
     parser.add_argument("--skip-terminal", action="store_true")
+    parser.add_argument("--terminal-env", choices=sorted(TERMINAL_ENVS), default="builtin",
+                        help="builtin: Terminal-v0's log-errors, word-frequency, organize-files; easy: TerminalEasy-v0")
+    parser.add_argument("--stages", action="store_true",
+                        help="CPU-s per rollout by stage (orchestrator threads, sandbox start/setup/exec/grading/reset)")
+    parser.add_argument("--cprofile", action="store_true", help="cProfile the event loop over each steady window")
     parser.add_argument("--per-rollout-env", action="store_true",
                         help="each rollout opens private resources (emulates the old per-rollout env creation)")
     args = parser.parse_args()
@@ -348,9 +374,10 @@ def main() -> None:
     out: dict[str, Any] = {
         "code": rev, "env_resources": EnvResources is not None, "shared_resources": shared,
         "cpus": os.cpu_count(), "load_before": os.getloadavg(), "think_s": args.think_s,
-        "think_distribution": f"log-normal, sigma {SIGMA}", "terminal_tasks": TERMINAL_TASKS,
+        "think_distribution": f"log-normal, sigma {SIGMA}", "terminal_env": TERMINAL_ENVS[args.terminal_env],
     }
     timings = Timings()
+    args.meter = cpu_stages.StageMeter() if args.stages else None
     if not args.skip_terminal:
         out["terminal_local"] = asyncio.run(bench(
             "terminal", [int(c) for c in args.concurrency.split(",") if c], args, shared, timings))

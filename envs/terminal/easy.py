@@ -7,7 +7,9 @@ folders on disk equal what it would write). Every template is one shell command 
 with a few training words and four held-out words (:data:`HELDOUT_WORDS`): the held-out
 instances test the skill a policy learnt on the same template with other words, not a memorised
 answer. They are ordinary terminal tasks (``task.yaml``, gold ``solution.sh``, hidden
-``tests/checks.py`` carrying their own expected data) graded by the same grader.
+``tests/run.sh`` carrying their own expected data) graded by the same grader; their checks only
+read files, so they are bash functions on ``gymfleet_testlib.sh``: no Python interpreter starts
+to grade them (it was the largest CPU cost of an easy rollout: ``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -27,29 +29,12 @@ TRAIN_WORDS = ["apple", "river", "stone", "cloud", "tiger", "maple", "piano", "l
 HELDOUT_WORDS = ["orbit", "velvet", "canyon", "harbor"]
 """The words of the held-out instances (``<template>-orbit``, ``<template>-velvet``, ...)."""
 
-CHECKS_HEAD = '''\
-import os
-import sys
-import unittest
-
-sys.path.insert(0, os.environ["GYMFLEET_TEST_DIR"])
-import gymfleet_testlib  # noqa: E402
-
-
-def read(path):
-    with open(path) as fh:
-        return fh.read()
-
-
-class Checks(unittest.TestCase):
-'''
-CHECKS_TAIL = '''
-
-if __name__ == "__main__":
-    gymfleet_testlib.main()
-'''
-RUN_SH = ('#!/bin/bash\n# Runs the hidden checks; they write $GYMFLEET_RESULT_FILE (see envs/terminal/README.md).\n'
-          'exec python3 -I "$GYMFLEET_TEST_DIR/checks.py"\n')
+RUN_SH_HEAD = """\
+#!/bin/bash
+# The hidden checks, in bash: they only read files, so no interpreter starts for them.
+# gymfleet_testlib.sh reads the nonce and writes $GYMFLEET_RESULT_FILE (see envs/terminal/README.md).
+. "$GYMFLEET_TEST_DIR/gymfleet_testlib.sh"
+"""
 
 
 @dataclass(frozen=True)
@@ -59,14 +44,15 @@ class EasyTask:
     Attributes:
         instruction: the task text.
         solution: the gold command (``solution.sh``).
-        checks: the body of the hidden ``unittest.TestCase`` (indented methods).
+        checks: the hidden checks, check name -> bash body (its status decides; ``gf_*``
+            helpers of ``gymfleet_testlib.sh`` name what failed).
         files: files put in the working directory at reset, name -> text.
         executable: file names in ``files`` that get mode 755.
     """
 
     instruction: str
     solution: str
-    checks: str
+    checks: dict[str, str]
     files: dict[str, str] = field(default_factory=dict)
     executable: tuple[str, ...] = ()
 
@@ -75,57 +61,73 @@ def _n_lines(word: str) -> int:
     return 3 + zlib.crc32(word.encode()) % 7
 
 
+def _q(text: str) -> str:
+    """``text`` as one bash word, ANSI-C quoted (newlines as \\n)."""
+    return "$'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
+def _require(test: str, why: str) -> str:
+    """A check statement: ``test`` (bash) or the check fails with ``why``."""
+    return f"{test} || {{ __gf_why={_q(why)}; return 1; }}"
+
+
+def _absent(path: str) -> str:
+    return _require(f"[ ! -e {_q(path)} ]", f"{path} still exists")
+
+
 def _write_word(w: str) -> EasyTask:
     return EasyTask(f"Write the word {w} into the file answer.txt.", f"echo {w} > answer.txt",
-                    f"    def test_answer(self):\n        self.assertEqual(read('answer.txt').strip(), {w!r})\n")
+                    {"test_answer": f"gf_equal_stripped answer.txt {_q(w)}"})
 
 
 def _make_dir(w: str) -> EasyTask:
     return EasyTask(f"Create a directory named {w}.", f"mkdir {w}",
-                    f"    def test_dir(self):\n        self.assertTrue(os.path.isdir({w!r}))\n")
+                    {"test_dir": _require(f"[ -d {_q(w)} ]", f"no directory {w}")})
 
 
 def _copy_file(w: str) -> EasyTask:
     text = f"{w} data\n"
     return EasyTask(f"Copy the file {w}.txt to backup.txt.", f"cp {w}.txt backup.txt",
-                    f"    def test_copy(self):\n        self.assertEqual(read('backup.txt'), {text!r})\n"
-                    f"        self.assertEqual(read({w + '.txt'!r}), {text!r})\n", {f"{w}.txt": text})
+                    {"test_copy": f"gf_equal backup.txt {_q(text)} || return 1; gf_equal {_q(w + '.txt')} {_q(text)}"},
+                    {f"{w}.txt": text})
 
 
 def _rename_file(w: str) -> EasyTask:
     text = f"{w} notes\n"
     return EasyTask(f"Rename the file {w}.txt to done.txt.", f"mv {w}.txt done.txt",
-                    f"    def test_renamed(self):\n        self.assertEqual(read('done.txt'), {text!r})\n"
-                    f"        self.assertFalse(os.path.exists({w + '.txt'!r}))\n", {f"{w}.txt": text})
+                    {"test_renamed": f"gf_equal done.txt {_q(text)} || return 1; {_absent(w + '.txt')}"},
+                    {f"{w}.txt": text})
 
 
 def _delete_file(w: str) -> EasyTask:
     return EasyTask(f"Delete the file {w}.txt and keep the other files.", f"rm {w}.txt",
-                    f"    def test_deleted(self):\n        self.assertFalse(os.path.exists({w + '.txt'!r}))\n"
-                    "        self.assertEqual(read('keep.txt'), 'keep me\\n')\n",
+                    {"test_deleted": f"{_absent(w + '.txt')}; gf_equal keep.txt {_q('keep me' + chr(10))}"},
                     {f"{w}.txt": f"{w}\n", "keep.txt": "keep me\n"})
 
 
 def _count_lines(w: str) -> EasyTask:
     n = _n_lines(w)
     body = "".join(f"{w} line {i}\n" for i in range(1, n + 1))
+    check = ("local text first rest; " + _require("gf_read text count.txt", "no regular file count.txt")
+             + '; read -r first rest <<< "$text"; '
+             + _require(f"[[ $first =~ ^[0-9]+$ ]] && (( 10#$first == {n} ))", "count.txt does not start with the count"))
     return EasyTask(f"Write the number of lines in {w}.txt into the file count.txt.", f"wc -l < {w}.txt > count.txt",
-                    f"    def test_count(self):\n        self.assertEqual(int(read('count.txt').split()[0]), {n})\n",
-                    {f"{w}.txt": body})
+                    {"test_count": check}, {f"{w}.txt": body})
 
 
 def _append_line(w: str) -> EasyTask:
+    want = f"first\nsecond\n{w}"
     return EasyTask(f"Append a line with the word {w} to the end of notes.txt.", f"echo {w} >> notes.txt",
-                    "    def test_appended(self):\n"
-                    f"        self.assertEqual(read('notes.txt').splitlines(), ['first', 'second', {w!r}])\n",
+                    {"test_appended": f"gf_equal notes.txt {_q(want + chr(10))} 2>/dev/null || gf_equal notes.txt {_q(want)}"},
                     {"notes.txt": "first\nsecond\n"})
 
 
 def _make_executable(w: str) -> EasyTask:
-    return EasyTask(f"Make the script {w}.sh executable.", f"chmod +x {w}.sh",
-                    f"    def test_executable(self):\n        self.assertTrue(os.access({w + '.sh'!r}, os.X_OK))\n"
-                    f"        self.assertEqual(read({w + '.sh'!r}), 'echo {w}\\n')\n",
-                    {f"{w}.sh": f"echo {w}\n"})
+    script = f"{w}.sh"
+    return EasyTask(f"Make the script {script} executable.", f"chmod +x {script}",
+                    {"test_executable": _require(f"[ -x {_q(script)} ]", f"{script} is not executable")
+                                        + f"; gf_equal {_q(script)} {_q('echo ' + w + chr(10))}"},
+                    {script: f"echo {w}\n"})
 
 
 TEMPLATES: dict[str, Callable[[str], EasyTask]] = {
@@ -146,12 +148,18 @@ def heldout_ids() -> list[str]:
     return instance_ids(HELDOUT_WORDS)
 
 
+def run_sh(task: EasyTask) -> str:
+    """The hidden ``tests/run.sh``: one bash function per check, then ``gf_main`` over them."""
+    functions = "".join(f"{name}() {{\n    {body}\n}}\n" for name, body in task.checks.items())
+    return RUN_SH_HEAD + functions + f"gf_main {' '.join(task.checks)}\n"
+
+
 def task_files(task: EasyTask) -> dict[str, tuple[str, int]]:
     """The task folder's files, relative path -> (text, mode)."""
     yaml_text = (f"instruction: {task.instruction}\ndifficulty: easy\ncategory: easy-tier\n"
-                 "tags: [single-command]\nmax_agent_turns: 2\ntimeout_s: 10\nrequires: [python3]\n")
+                 "tags: [single-command]\nmax_agent_turns: 2\ntimeout_s: 10\n")
     out = {"task.yaml": (yaml_text, 0o644), "solution.sh": (task.solution + "\n", 0o644),
-           "tests/run.sh": (RUN_SH, 0o755), "tests/checks.py": (CHECKS_HEAD + task.checks + CHECKS_TAIL, 0o644)}
+           "tests/run.sh": (run_sh(task), 0o755)}
     for name, text in task.files.items():
         out[f"files/{name}"] = (text, 0o755 if name in task.executable else 0o644)
     return out

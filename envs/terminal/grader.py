@@ -32,6 +32,9 @@ from gymfleet.envs.terminal.task import Task
 
 TESTLIB_NAME = "gymfleet_testlib.py"
 TESTLIB_SOURCE = Path(__file__).resolve().parent / "testlib.py"
+TESTLIB_SH_NAME = "gymfleet_testlib.sh"
+TESTLIB_SH_SOURCE = Path(__file__).resolve().parent / "testlib.sh"
+"""The bash helper, for checks that only read files (no interpreter to start: the easy tier's)."""
 NONCE_NAME = "nonce"
 """The file holding this grading run's nonce; the tests read and remove it first."""
 PROCESSES_NAME = "processes.json"
@@ -155,6 +158,7 @@ async def _run_tests(sandbox: Sandbox, task: Task, scratch_dir: str, processes: 
 async def _copy_tests(sandbox: Sandbox, task: Task, folder: str, nonce: str, processes: list[str]) -> None:
     files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir).items()}
     files[f"{folder}/{TESTLIB_NAME}"] = (TESTLIB_SOURCE.read_bytes(), 0o644)
+    files[f"{folder}/{TESTLIB_SH_NAME}"] = (TESTLIB_SH_SOURCE.read_bytes(), 0o644)
     files[f"{folder}/{NONCE_NAME}"] = (nonce.encode(), 0o600)
     files[f"{folder}/{PROCESSES_NAME}"] = (json.dumps(processes).encode(), 0o644)
     await put_files(sandbox, files)

@@ -1,3 +1,8 @@
 #!/bin/bash
-# Runs the hidden checks; they write $GYMFLEET_RESULT_FILE (see envs/terminal/README.md).
-exec python3 -I "$GYMFLEET_TEST_DIR/checks.py"
+# The hidden checks, in bash: they only read files, so no interpreter starts for them.
+# gymfleet_testlib.sh reads the nonce and writes $GYMFLEET_RESULT_FILE (see envs/terminal/README.md).
+. "$GYMFLEET_TEST_DIR/gymfleet_testlib.sh"
+test_executable() {
+    [ -x $'stone.sh' ] || { __gf_why=$'stone.sh is not executable'; return 1; }; gf_equal $'stone.sh' $'echo stone\n'
+}
+gf_main test_executable
