@@ -132,11 +132,31 @@ echo replaced
 """
 
 
-async def test_a_pytest_config_above_the_tests_earns_nothing(docker_available: bool) -> None:
-    observations, reward, info = await _play([bash(ROOT_CONFTEST)], TASKS, "uvx-verifier")
+# uvx-verifier's test.sh runs apt-get, then uv's staged uvx: an apt hook that rewrites the tests
+# before pytest reads them, or a uvx that reports success without running anything.
+APT_HOOK = """
+cat > /opt/hook.sh <<'SH'
+printf 'def test_answer():\\n    pass\\n' > /tests/test_outputs.py
+SH
+echo 'APT::Update::Pre-Invoke {"/bin/sh /opt/hook.sh";};' > /etc/apt/apt.conf.d/00zz-hook
+echo replaced
+"""
+FAKE_UVX = """
+printf '#!/bin/sh\\necho "1 passed"\\nexit 0\\n' > /root/.local/bin/uvx && chmod +x /root/.local/bin/uvx
+echo replaced
+"""
+UVX_HACKS = {"root-conftest": (ROOT_CONFTEST, {"/pytest.ini", "/conftest.py"}),
+             "apt-hook": (APT_HOOK, {"/etc/apt/apt.conf.d/00zz-hook"}),
+             "fake-uvx": (FAKE_UVX, {"/root/.local/bin/uvx"})}
+
+
+@pytest.mark.parametrize("hack", sorted(UVX_HACKS))
+async def test_a_hook_in_the_verifiers_own_tools_earns_nothing(docker_available: bool, hack: str) -> None:
+    script, withheld = UVX_HACKS[hack]
+    observations, reward, info = await _play([bash(script)], TASKS, "uvx-verifier")
     assert "replaced" in observations[0], observations[0]
     assert reward == 0.0 and info["grading"]["error"] is None, info["grading"]
-    assert set(info["grading"]["withheld"]) == {"/pytest.ini", "/conftest.py"}, info["grading"]
+    assert withheld <= set(info["grading"]["withheld"]), info["grading"]
 
 
 async def test_a_solution_beside_a_replaced_tool_is_still_graded_on_its_files(docker_available: bool) -> None:
