@@ -213,7 +213,7 @@ async def run_phase(kind: str, concurrency: int, think_s: float, duration_s: flo
     """One scheduler run; returns its figures (``passes`` None: until ``duration_s``)."""
     if kind == "terminal":
         env_id, instances = TERMINAL_ENVS[args.terminal_env]
-        entry = task_entry(env_id, instances, {"sandbox": "local"}, passes, 4)
+        entry = task_entry(env_id, instances, {"sandbox": args.backend}, passes, 4)
         gold = terminal_gold
     else:
         entry = task_entry("gymfleet/Browser-v0", MINIWOB_TASKS, {"tasks": MINIWOB_TASKS}, passes, 4)
@@ -223,7 +223,7 @@ async def run_phase(kind: str, concurrency: int, think_s: float, duration_s: flo
         "run_id": tag, "store": str(workdir / f"{tag}.db"), "metrics_path": str(workdir / f"{tag}.jsonl"),
         "max_in_flight": concurrency, "metrics_interval_s": 5, "tasks": [entry]})
     task = cfg.tasks[0]
-    resources_cm = (EnvResources.open(ResourcesConfig(sandbox="local", pool=PoolConfig(
+    resources_cm = (EnvResources.open(ResourcesConfig(sandbox=args.backend, pool=PoolConfig(
         max_idle_per_key=concurrency + 64)), run_id=tag) if shared and EnvResources else None)
     resources = await resources_cm.__aenter__() if resources_cm else None
     n_starts0, n_leases0 = len(timings.starts), len(timings.leases)
@@ -361,6 +361,10 @@ def main() -> None:
     parser.add_argument("--skip-terminal", action="store_true")
     parser.add_argument("--terminal-env", choices=sorted(TERMINAL_ENVS), default="builtin",
                         help="builtin: Terminal-v0's log-errors, word-frequency, organize-files; easy: TerminalEasy-v0")
+    parser.add_argument("--backend", choices=["local", "docker"], default="local",
+                        help="terminal sandboxes: local (bubblewrap) or docker; on docker the containers' CPU is "
+                             "the daemon's, outside this process tree: cpu_s_per_rollout and --stages count the "
+                             "orchestrator's side only")
     parser.add_argument("--stages", action="store_true",
                         help="CPU-s per rollout by stage (orchestrator threads, sandbox start/setup/exec/grading/reset)")
     parser.add_argument("--cprofile", action="store_true", help="cProfile the event loop over each steady window")
@@ -380,7 +384,7 @@ def main() -> None:
     timings = Timings()
     args.meter = cpu_stages.StageMeter() if args.stages else None
     if not args.skip_terminal:
-        out["terminal_local"] = asyncio.run(bench(
+        out[f"terminal_{args.backend}"] = asyncio.run(bench(
             "terminal", [int(c) for c in args.concurrency.split(",") if c], args, shared, timings))
     if args.miniwob:
         mw = argparse.Namespace(**{**vars(args), "think_s": args.miniwob_think_s,
