@@ -211,7 +211,9 @@ def per_rollout(before: dict[str, Any], after: dict[str, Any], tree_cpu_s: float
     rows["meter_overhead"] = overhead_s
     rows["other_processes"] = tree_cpu_s - self_s - sum(v for k, v in rows.items() if k.startswith("sandbox_"))
     total = tree_cpu_s or 1.0
-    return {"cpu_s_per_rollout": {k: round(v / n, 5) for k, v in rows.items()},
+    starts = after["calls"].get("start", 0)
+    return {"cpu_s_per_sandbox_start": round(after["sandbox_s"].get("start", 0.0) / starts, 4) if starts else None,
+            "cpu_s_per_rollout": {k: round(v / n, 5) for k, v in rows.items()},
             "share": {k: round(v / total, 3) for k, v in rows.items()},
             "sandbox_calls_per_rollout": {k: round((after["calls"].get(k, 0) - before["calls"].get(k, 0)) / n, 2)
                                           for k in STAGES}}
