@@ -7,6 +7,7 @@ learn the text a step adds, checks that the earlier rendering is an exact prefix
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gymfleet.core.records import Message
@@ -21,6 +22,10 @@ PROBE_CONVERSATION = [
     Message("user", "Now create a.txt."),
 ]
 """Turns of the start-up check: system, user, assistant, tool, assistant, user."""
+
+
+Render = Callable[[list[Message], bool], str]
+"""``render(messages, add_generation_prompt)``: :meth:`ChatTemplate.render`, or a caller's memo of it."""
 
 
 class ChatTemplate:
@@ -46,25 +51,29 @@ class ChatTemplate:
         """Text of generated ids, without special tokens (the assistant message content)."""
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
-    def message_delta(self, history: list[Message], message: Message) -> str:
-        """Text that appending ``message`` after ``history`` adds.
+    def message_delta(self, history: list[Message], message: Message, render: Render | None = None) -> str:
+        """Text that appending ``message`` after ``history`` adds (``render``: as the other
+        deltas, a memo of :meth:`render` that a caller keeps across one conversation's turns).
 
         Raises:
             ChatTemplateError: the template renders ``history`` differently once ``message`` follows.
         """
-        before = self.render(history)
-        after = self.render([*history, message])
+        render = render or self.render
+        before = render(history, False)
+        after = render([*history, message], False)
         _require_prefix(before, after, f"appending a {message.role!r} message")
         return after[len(before) :]
 
-    def generation_prompt(self, history: list[Message]) -> str:
+    def generation_prompt(self, history: list[Message], render: Render | None = None) -> str:
         """Text that opens the assistant's turn after ``history``."""
-        before = self.render(history)
-        after = self.render(history, add_generation_prompt=True)
+        render = render or self.render
+        before = render(history, False)
+        after = render(history, True)
         _require_prefix(before, after, "adding the generation prompt")
         return after[len(before) :]
 
-    def turn_end(self, history: list[Message], content: str, ended_with_eos: bool) -> str:
+    def turn_end(self, history: list[Message], content: str, ended_with_eos: bool,
+                 render: Render | None = None) -> str:
         """Text after the generated tokens that closes the assistant turn (e.g. ``"\\n"`` after EOS).
 
         Args:
@@ -72,8 +81,9 @@ class ChatTemplate:
             content: the generated text (special tokens removed).
             ended_with_eos: whether the generated ids already end with the EOS token.
         """
-        opened = self.render(history, add_generation_prompt=True) + content
-        closed = self.render([*history, Message("assistant", content)])
+        render = render or self.render
+        opened = render(history, True) + content
+        closed = render([*history, Message("assistant", content)], False)
         _require_prefix(opened, closed, "closing an assistant turn (the template alters its content)")
         tail = closed[len(opened) :]
         if ended_with_eos:

@@ -47,9 +47,10 @@ class Session:
         self.logprobs: list[float] = []
         self.versions: list[int] = []
         self.generations: list[Any] = []
+        self._rendered: dict[tuple[int, bool, Message | None], str] = {}
         first = list(messages)
         if first:
-            self._append_env(self._template.encode(self._template.render(first)))
+            self._append_env(self._template.encode(self._render(first, False)))
             self.messages = first
 
     async def generate(self, sampling: SamplingParams) -> str:
@@ -65,7 +66,7 @@ class Session:
                 conversation is left as it was before the call.
         """
         template = self._template
-        prompt_ids = self.token_ids + template.encode(template.generation_prompt(self.messages))
+        prompt_ids = self.token_ids + template.encode(template.generation_prompt(self.messages, self._render))
         if sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": turn_seed(sampling.seed, self.rollout_id, len(self.generations))})
         adapter = self._gateway.lease_adapter()
@@ -83,14 +84,14 @@ class Session:
         self.generations.append(generation)
         content = template.decode(generation.token_ids)
         ended_with_eos = bool(generation.token_ids) and generation.token_ids[-1] == template.eos_id
-        self._append_env(template.encode(template.turn_end(self.messages, content, ended_with_eos)))
+        self._append_env(template.encode(template.turn_end(self.messages, content, ended_with_eos, self._render)))
         self.messages.append(Message("assistant", content))
         return content
 
     def add_message(self, role: str, content: str) -> None:
         """Appends an environment message's tokens (loss mask 0)."""
         message = Message(role, content)
-        self._append_env(self._template.encode(self._template.message_delta(self.messages, message)))
+        self._append_env(self._template.encode(self._template.message_delta(self.messages, message, self._render)))
         self.messages.append(message)
 
     def to_trajectory(self, run_id: str, group_id: str, env_id: str, instance_id: str) -> Trajectory:
@@ -101,6 +102,20 @@ class Session:
             logprobs=np.asarray(self.logprobs, np.float32), versions=np.asarray(self.versions, np.int32),
             messages=list(self.messages),
         )
+
+    def _render(self, messages: list[Message], add_generation_prompt: bool) -> str:
+        """:meth:`ChatTemplate.render` of this session's messages (or them plus the next one),
+        each text rendered once: a turn's deltas need the same three renders twice each.
+
+        Sound because the session only renders extensions of its own messages, which only grow:
+        the length, the flag and the last message name the list."""
+        key = (len(messages), add_generation_prompt, messages[-1] if messages else None)
+        text = self._rendered.get(key)
+        if text is None:
+            text = self._rendered[key] = self._template.render(messages, add_generation_prompt)
+            if len(self._rendered) > 4:  # a turn needs the last three or four
+                del self._rendered[next(iter(self._rendered))]
+        return text
 
     def _append_env(self, ids: list[int]) -> None:
         self.token_ids += ids
