@@ -30,6 +30,7 @@ import os
 import pstats
 import resource
 import threading
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -101,12 +102,14 @@ class StageMeter:
         self.sandbox_s: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._agents: dict[int, int | None] = {}
+        self.overhead_s = 0.0
+        """Event-loop CPU seconds the meter's own /proc reads took (charged to the orchestrator)."""
         self._install()
 
     def snapshot(self) -> dict[str, Any]:
         """Cumulative figures so far: sandbox seconds per stage and this process's threads."""
         return {"sandbox_s": dict(self.sandbox_s), "calls": dict(self.calls), "threads_s": thread_cpu_s(),
-                "self_s": _self_cpu_s()}
+                "self_s": _self_cpu_s(), "overhead_s": self.overhead_s}
 
     def _agent(self, sandbox: Any) -> int | None:
         key = id(sandbox)
@@ -123,15 +126,19 @@ class StageMeter:
 
         def sandbox_call(fn: Any) -> Any:
             async def wrapped(sandbox: Any, *args: Any, **kwargs: Any) -> Any:
+                t0 = time.thread_time()
                 pid = meter._agent(sandbox)
                 before = own_ticks(pid) if pid else 0
+                meter.overhead_s += time.thread_time() - t0
                 try:
                     return await fn(sandbox, *args, **kwargs)
                 finally:
                     if pid:
+                        t0 = time.thread_time()
                         stage = _stage.get()
                         meter.sandbox_s[stage] += (own_ticks(pid) - before) * TICK_S
                         meter.calls[stage] += 1
+                        meter.overhead_s += time.thread_time() - t0
             return wrapped
 
         def staged(name: str, fn: Any) -> Any:
@@ -199,6 +206,9 @@ def per_rollout(before: dict[str, Any], after: dict[str, Any], tree_cpu_s: float
     for role, s in threads.items():
         rows[f"orchestrator_{role}"] = s
     rows["orchestrator_exited_threads"] = self_s - sum(threads.values())
+    overhead_s = after["overhead_s"] - before["overhead_s"]  # the meter's own reads: not the code's
+    rows["orchestrator_event_loop"] = rows.get("orchestrator_event_loop", 0.0) - overhead_s
+    rows["meter_overhead"] = overhead_s
     rows["other_processes"] = tree_cpu_s - self_s - sum(v for k, v in rows.items() if k.startswith("sandbox_"))
     total = tree_cpu_s or 1.0
     return {"cpu_s_per_rollout": {k: round(v / n, 5) for k, v in rows.items()},
@@ -208,10 +218,12 @@ def per_rollout(before: dict[str, Any], after: dict[str, Any], tree_cpu_s: float
 
 
 class Profile:
-    """cProfile of the event loop over a window; ``top()`` lists the heaviest functions."""
+    """cProfile of the event loop over a window, timed by the thread's CPU clock (not wall time:
+    on a loaded machine wall time charges a function for the moments it was preempted);
+    ``top()`` lists the heaviest functions."""
 
     def __init__(self) -> None:
-        self.profile = cProfile.Profile()
+        self.profile = cProfile.Profile(time.thread_time)
 
     def __enter__(self) -> Profile:
         self.profile.enable()
@@ -224,3 +236,8 @@ class Profile:
         out = io.StringIO()
         pstats.Stats(self.profile, stream=out).strip_dirs().sort_stats(sort).print_stats(n)
         return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()][-n - 1:]
+
+    def dump(self, path: Any) -> str:
+        """Writes the profile for ``python -m pstats`` (or snakeviz); returns the path."""
+        self.profile.dump_stats(str(path))
+        return str(path)

@@ -312,6 +312,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
         extra["stages"] = cpu_stages.per_rollout(stages0, stages1, tree_cpu, completed)
     if profile is not None:
         extra["event_loop_profile_tottime"] = profile.top(30)
+        extra["event_loop_profile_file"] = profile.dump(Path(tempfile.gettempdir()) / f"gymfleet-profile-{concurrency}.pstats")
     return extra | {
         "concurrency": concurrency, "window_s": round(window_s, 1), "completed_in_window": completed,
         "stopped_early_low_memory": stopped_early,

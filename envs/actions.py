@@ -9,6 +9,7 @@ content of a bash block.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ def parse_fenced_action(text: str, words: Collection[str], format_help: str) -> 
     alone = text.strip().strip("`").strip().lower()
     if alone in words:
         return Word(alone)
-    fences = [t for t in MarkdownIt("commonmark").parse(text) if t.type == "fence"]
+    fences = [t for t in _markdown().parse(text) if t.type == "fence"]
     if not fences:
         options = " and no " + "/".join(f"`{w}`" for w in words) if words else ""
         return Malformed(f"No fenced code block{options} found. {format_help}")
@@ -71,6 +72,13 @@ def parse_fenced_action(text: str, words: Collection[str], format_help: str) -> 
     if not content.strip():
         return Malformed(f"The bash block is empty. {format_help}")
     return Command(content)
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    """One CommonMark parser per process: building one (its rule chains) costs more than parsing
+    a turn, and ``parse`` keeps no state between calls."""
+    return MarkdownIt("commonmark")
 
 
 def bash_block(script: str) -> str:

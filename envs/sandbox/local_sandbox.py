@@ -87,6 +87,10 @@ class LocalSandbox:
     a short-lived worker thread.
     """
 
+    reset_runs_a_command = True
+    """:meth:`reset` empties the folders with a bash run as the sandbox's user and fails when it
+    fails: the pool needs no ``true`` after it."""
+
     def __init__(self, spec: SandboxSpec, labels: SandboxLabels, launch: Launch) -> None:
         self.spec = spec
         self.labels = labels

@@ -2,7 +2,8 @@
 
 ``async with pool.acquire(spec, labels) as sb`` hands out a warm sandbox of the same
 :meth:`SandboxSpec.pool_key` when one is idle, else starts a new one. On release the sandbox is
-reset (its processes killed, its workdir and /tmp emptied), checked with ``true``, and kept for
+reset (its processes killed, its workdir and /tmp emptied), checked with ``true`` (unless its own
+reset ran a command), and kept for
 the next user, at most ``max_idle_per_key`` per key; one that fails any of this is closed. Works
 with any :class:`~gymfleet.envs.sandbox.base.SandboxBackend`: a sandbox with its own
 ``reset()`` (:class:`ResettableSandbox`) resets itself, other isolated ones get
@@ -63,7 +64,11 @@ class ResettableSandbox(Protocol):
     """A sandbox that can make itself fresh, cheaper or more thoroughly than GENERIC_RESET."""
 
     async def reset(self) -> bool:
-        """Kills the commands' processes and empties the workdir; False when unhealthy."""
+        """Kills the commands' processes and empties the workdir; False when unhealthy.
+
+        A class whose ``True`` already proves that commands run (its reset ran one as the
+        sandbox's user) sets the class attribute ``reset_runs_a_command = True``: the pool then
+        skips its ``true`` health check (one process and round trip per rollout)."""
         ...
 
 
@@ -200,6 +205,8 @@ class SandboxPool:
                 if isinstance(sandbox, ResettableSandbox):
                     if not await sandbox.reset():
                         return False
+                    if getattr(sandbox, "reset_runs_a_command", False):
+                        return True
                 else:
                     script = GENERIC_RESET.format(workdir=shlex.quote(sandbox.spec.workdir))
                     await sandbox.exec(script, timeout_s=self.config.reset_timeout_s)

@@ -17,6 +17,7 @@ not a passed test. What processes the agent left running is handed to the tests 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -138,12 +139,14 @@ async def _run_tests(sandbox: Sandbox, task: Task, scratch_dir: str, processes: 
     nonce = uuid.uuid4().hex
     result_name = f"result-{uuid.uuid4().hex}.json"
     await _copy_tests(sandbox, task, folder, nonce, processes)
-    command = (  # absolute paths for the tests, whatever folder they change to
-        f'export GYMFLEET_TEST_DIR="$(cd {folder} && pwd)" && '
+    # absolute paths for the tests, whatever folder they change to (a subshell only when relative)
+    test_dir = shlex.quote(folder) if folder.startswith("/") else f'"$(cd {folder} && pwd)"'
+    command = (
+        f'export GYMFLEET_TEST_DIR={test_dir} && '
         f'export GYMFLEET_RESULT_FILE="$GYMFLEET_TEST_DIR/{result_name}" && '
         f'export GYMFLEET_NONCE_FILE="$GYMFLEET_TEST_DIR/{NONCE_NAME}" && '
         f'export GYMFLEET_PROCESSES_FILE="$GYMFLEET_TEST_DIR/{PROCESSES_NAME}" && '
-        'bash "$GYMFLEET_TEST_DIR/run.sh"'
+        'exec bash "$GYMFLEET_TEST_DIR/run.sh"'  # exec: no bash left waiting for it
     )
     run = await sandbox.exec(command, timeout_s=task.config.test_timeout_s)
     await sandbox.stop_processes()  # what the tests started (the agent's programs among them)

@@ -10,7 +10,6 @@ can save).
 
 from __future__ import annotations
 
-import base64
 import shlex
 import uuid
 
@@ -23,7 +22,7 @@ if [ -f "$__gf_state" ]; then . "$__gf_state" >/dev/null 2>&1; else mkdir -p "${
 trap '__gf_rc=$?; {{ export -p; declare -f; printf "cd -- %q 2>/dev/null\\n" "$PWD"; }} \
 > "$__gf_state.tmp" 2>/dev/null && mv -f "$__gf_state.tmp" "$__gf_state" 2>/dev/null; \
 exit $__gf_rc' EXIT
-eval "$(printf %s {payload} | base64 -d)"
+eval {payload}
 """
 
 
@@ -53,8 +52,12 @@ class PersistentShell:
         self.state_dir = f"{scratch_dir}/shell-{uuid.uuid4().hex}"
 
     def wrap(self, script: str) -> str:
-        """The bash text that runs ``script`` between a state restore and a state save."""
-        payload = base64.b64encode(script.encode()).decode("ascii")
+        """The bash text that runs ``script`` between a state restore and a state save.
+
+        The script is one single-quoted word for ``eval`` (exact for any text without NUL, which
+        no command line can carry): no subshell and no ``base64`` process per command.
+        """
+        payload = script.replace("\0", "")
         return _WRAPPER.format(
             state=shlex.quote(f"{self.state_dir}/state.sh"),
             payload=shlex.quote(payload),

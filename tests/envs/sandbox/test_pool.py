@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from gymfleet.envs.errors import SandboxClosedError
-from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.local import LocalBackend
 from gymfleet.envs.sandbox.local_state import marked_pids
 from gymfleet.envs.sandbox.pool import PoolConfig, SandboxPool
-from tests.envs.sandbox.fakes import FakeBackend
+from tests.envs.sandbox.fakes import FakeBackend, FakeSandbox
 
 # A checkout (and its venv) under /tmp is bound read-only into each local sandbox's own /tmp, at
 # the same path: a reset cannot remove that mount point, and need not.
@@ -257,3 +257,54 @@ async def test_a_burst_of_cold_starts_is_bounded() -> None:
 
         await asyncio.gather(*(use() for _ in range(30)))
     assert peak == 3 and pool.created == 30
+
+
+class _ResettingSandbox(FakeSandbox):
+    """A fake with its own reset(); records the commands the pool runs in it."""
+
+    def __init__(self, spec: SandboxSpec, labels: SandboxLabels, runs_a_command: bool) -> None:
+        super().__init__(spec, labels)
+        self.reset_runs_a_command = runs_a_command
+        self.commands: list[str] = []
+
+    async def reset(self) -> bool:
+        self.files.clear()
+        self.processes = 0
+        return not self.broken
+
+    async def exec(self, cmd: str, timeout_s: float = 60.0, workdir: str | None = None,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        self.commands.append(cmd)
+        return await super().exec(cmd, timeout_s, workdir, env)
+
+
+class _ResettingBackend(FakeBackend):
+    def __init__(self, runs_a_command: bool) -> None:
+        super().__init__()
+        self.runs_a_command = runs_a_command
+
+    def create(self, spec: SandboxSpec, labels: SandboxLabels | None = None) -> FakeSandbox:
+        sandbox = _ResettingSandbox(spec, labels or SandboxLabels(), self.runs_a_command)
+        self.made.append(sandbox)
+        return sandbox
+
+
+@pytest.mark.parametrize("runs_a_command", [True, False])
+async def test_health_check_only_when_the_reset_ran_no_command(runs_a_command: bool) -> None:
+    """A reset that already ran a command (``reset_runs_a_command``, the local backend's) is
+    not followed by ``true``; any other reset is, and a failed reset still discards."""
+    async with SandboxPool(_ResettingBackend(runs_a_command)) as pool:
+        async with pool.acquire(SandboxSpec()) as first:
+            await first.exec("touch left-behind")
+        async with pool.acquire(SandboxSpec()) as second:
+            assert second is first and (await second.exec("ls")).stdout == ""
+            second.broken = True
+        assert second.closed and pool.idle_count() == 0
+    assert first.commands[:2] == (["touch left-behind", "ls"] if runs_a_command else
+                                  ["touch left-behind", "true"])
+
+
+def test_the_local_sandbox_says_its_reset_runs_a_command() -> None:
+    from gymfleet.envs.sandbox.local_sandbox import LocalSandbox
+
+    assert LocalSandbox.reset_runs_a_command is True
