@@ -115,7 +115,8 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     reward, or a verifier timeout, is reward 0 with ``info["grading_error"]`` set.
 
     ## Episode end
-    Terminated on ``submit``. Truncated after ``max_agent_turns`` turns or when the agent's
+    Terminated on ``submit``. Truncated after ``max_agent_turns`` turns (or the caller's lower
+    ``max_turns``: :meth:`turn_limit`) or when the agent's
     commands have used the task's agent timeout; graded either way, as Harbor does.
 
     ## Arguments
@@ -192,11 +193,11 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         image = self._images[task.name]
         ep.state = HarborState(PersistentShell(ep.sandbox, "/tmp/.gymfleet"))
         info: dict[str, Any] = {"layout": task.layout, "image": image.tag, "base_substitution": image.base_substitution,
-                                "max_turns": self.config.max_agent_turns, "network": False}
+                                "max_turns": self.turn_limit(ep), "network": False}
         if task.allow_internet:
             info["allow_internet"] = NO_INTERNET_NOTE
         observation = (f"Task: {task.name}\n\n{task.instruction.strip()}\n\n"
-                       f"(You have {self.config.max_agent_turns} turns and {task.agent_timeout_s:g} s of command time. "
+                       f"(You have {self.turn_limit(ep)} turns and {task.agent_timeout_s:g} s of command time. "
                        "There is no network.)")
         return observation, info
 
@@ -205,10 +206,10 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         result = await ep.state.shell.run(script, timeout_s=min(self.config.command_timeout_s, budget_s))
         ep.state.agent_time_s += result.duration_s
         info.update(exit_code=result.exit_code, timed_out=result.timed_out)
-        return prompts.command_observation(result, ep.turn, self.config.max_agent_turns)
+        return prompts.command_observation(result, ep.turn, self.turn_limit(ep))
 
     def malformed(self, ep: Episode, reason: str) -> str:
-        return prompts.malformed_observation(reason, ep.turn, self.config.max_agent_turns)
+        return prompts.malformed_observation(reason, ep.turn, self.turn_limit(ep))
 
     def over_budget(self, ep: Episode) -> str | None:
         limit_s = ep.instance.agent_timeout_s

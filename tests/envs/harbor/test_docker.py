@@ -67,8 +67,9 @@ async def test_allow_internet_runs_without_network_and_says_so(docker_available:
     probe = "```bash\n(exec 3<>/dev/tcp/pypi.org/443) 2>/dev/null && echo ONLINE || echo OFFLINE\n```"
     env = HarborEnv(sandbox="docker", path=str(TASKS), task_ids=["offline-task"])
     try:
-        _, info = await env.reset_async(options={"instance_id": "offline-task"})
+        first, info = await env.reset_async(options={"instance_id": "offline-task", "max_turns": 2})
         assert info["network"] is False and "without network" in info["allow_internet"]
+        assert "You have 2 turns" in first and info["max_turns"] == 2  # the run's lower limit is told
         observation, *_ = await env.step_async(probe)
         assert "OFFLINE" in observation
     finally:

@@ -176,3 +176,7 @@ async def test_processes_are_stopped_unless_the_task_keeps_them(docker_available
     _, reward, info = await _play(gold, TASKS, "service-task", keep_processes=["service-*"])
     assert reward == 1.0, info["grading"]
     assert info["grading"]["kept_processes"] is True
+    # a kept process is no licence to change the verifier's tools: then a fresh sandbox, without it
+    _, reward, info = await _play([*gold, bash("cp /bin/true /usr/bin/env")], TASKS, "service-task",
+                                  keep_processes=["service-*"])
+    assert reward == 0.0 and info["grading"]["fresh_sandbox"] is True, info["grading"]
