@@ -107,7 +107,7 @@ class AdapterBucket:
         self.fs, root = fsspec.core.url_to_fs(url)
         self.root = f"{root.rstrip('/')}/{run_id}/adapters"
         self.run_id = run_id
-        self.fs.makedirs(self.root, exist_ok=True)
+        # Made by the first publish: a reader (export, progress, a mistyped run id) leaves nothing behind.
 
     def _path(self, name: str) -> str:
         return f"{self.root}/{name}"
@@ -153,7 +153,11 @@ class AdapterBucket:
 
     def _names_newest_first(self) -> list[tuple[int, str]]:
         found = []
-        for entry in self.fs.ls(self.root, detail=False):
+        try:
+            entries = self.fs.ls(self.root, detail=False)
+        except FileNotFoundError:  # nothing published yet
+            return []
+        for entry in entries:
             match = _VERSION_RE.match(entry.rstrip("/").rsplit("/", 1)[-1])
             if match:
                 found.append((int(match.group(1)), entry.rstrip("/")))

@@ -36,22 +36,30 @@ def train_command(
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config
-    from gymfleet.run.job import train
+    from gymfleet.run.job import RunCompleteError, train
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_train_config(config, list(set_ or []) + report_to_overrides(report_to))  # errors: one line, exit 2 (gymfleet.cli.errors)
     if cluster is not None:
         from gymfleet.run.cluster import train_on_cluster
 
-        report = train_on_cluster(cfg, cluster, console, progress_every_s=progress_every)
+        try:
+            report = train_on_cluster(cfg, cluster, console, progress_every_s=progress_every)
+        except RunCompleteError as done:
+            console.print(str(done), markup=False, highlight=False, soft_wrap=True)
+            return
         console.print(f"run {report.run_id} on Ray: {report.run_status}, {report.n_steps} learner steps "
                       f"(last step {report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
                       markup=False, highlight=False)
         _verdict(report, require_learning)
         print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
         return
-    outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
-                                progress_every_s=progress_every))
+    try:
+        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
+                                    progress_every_s=progress_every))
+    except RunCompleteError as done:  # a rerun of a finished run: nothing to do, not an error
+        console.print(str(done), markup=False, highlight=False, soft_wrap=True)
+        return
     r = outcome.report
     console.print(
         f"run {r.run_id} ({r.mode}): {r.run_status}, {r.n_steps} learner steps this start (last step {r.last_step}), "

@@ -162,11 +162,23 @@ class RayPlacement:
             swept = await asyncio.to_thread(_sweep_nodes, ray, run.run_id)
         end = learner.end
         spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
+        status = RunStatus.completed_budget if spent else RunStatus.interrupted
+        await _record_status(cfg.run.store, run.run_id, status)
         return GrpoOutcome(
             GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0),
-            RunStatus.completed_budget if spent else RunStatus.interrupted,
+            status,
             cluster={"address": self.address, "hosts": sorted(self.hosts), "shards": [r.__dict__ for r in results],
                      "learner_end": end, "sandboxes_swept": swept, "replicas": replica_stats})
+
+
+async def _record_status(store_url: str, run_id: str, status: RunStatus) -> None:
+    """The run's status in the store as the launcher decided it: the shards were stopped from
+    outside, so each recorded ``interrupted`` (``runs list`` must say what the run said)."""
+    try:
+        async with await TrajectoryStore.open(store_url) as store:
+            await store.set_run_status(run_id, status)
+    except (GymfleetError, OSError) as exc:  # the report still says it; a rerun records it again
+        log.warning("could not record run %s as %s in the store: %s", run_id, status.value, exc)
 
 
 async def progress_lines(cfg: TrainConfig, console: Console, t0: float, interval_s: float) -> None:

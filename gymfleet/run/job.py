@@ -116,6 +116,7 @@ async def run_job(cfg: TrainConfig, placement: Placement, *, console: Console | 
         GymfleetError: the run could not start (nothing to report), or a stage before GRPO failed.
     """
     console = console or Console(stderr=True)
+    _refuse_if_complete(cfg)
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
@@ -132,6 +133,25 @@ async def run_job(cfg: TrainConfig, placement: Placement, *, console: Console | 
             spent["grpo"] = job.grpo.timeline.wall_s  # the roles' own time, not their start-up and shut-down
         job.stages_s = {k: spent[k] for k in ("warm_start", "grpo", "heldout") if k in spent}
         return await _report(job)
+
+
+class RunCompleteError(GymfleetError):
+    """The run already made its ``budget.max_steps`` learner steps: a rerun has nothing to do."""
+
+
+def _refuse_if_complete(cfg: TrainConfig) -> None:
+    """Raises :class:`RunCompleteError` when the bucket's newest version is at ``budget.max_steps``
+    (a rerun would only collect rollouts no learner step uses and evaluate the same adapter again)."""
+    if cfg.budget.max_steps is None:
+        return
+    bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
+    newest = bucket.newest_version()
+    step = bucket.get(newest).meta.get("step", 0) if newest else 0
+    if isinstance(step, int) and step >= cfg.budget.max_steps:
+        raise RunCompleteError(
+            f"run {cfg.run.run_id} is complete: its learner made budget.max_steps={cfg.budget.max_steps} steps "
+            f"(v{newest} in {cfg.bucket}); to train further, raise it (--set budget.max_steps=N); its report is "
+            f"in {cfg.report_dir}")
 
 
 async def _report(job: _Job) -> JobOutcome:

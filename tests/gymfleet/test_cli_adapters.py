@@ -68,3 +68,16 @@ def test_bad_input_and_an_unreachable_hub_are_one_line_and_exit_2(tmp_path: Path
     text = " ".join(result.output.split())
     assert "could not push" in text and "someone/adapter" in text and "Traceback" not in text
     assert (tmp_path / "b" / "adapter_config.json").is_file()
+
+
+def test_a_mistyped_run_id_leaves_nothing_behind(tmp_path: Path) -> None:
+    """`--run nosuch` used to create runs/nosuch/bucket/nosuch/adapters/, after which a plain
+    export found two runs and asked for --run."""
+    runs = tmp_path / "runs"
+    _publish_old_style(runs, "r1")
+    result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "a"), "--run", "nosuch",
+                                 "--runs-dir", str(runs)])
+    assert result.exit_code == 2 and "of run nosuch is not committed" in result.output, result.output
+    assert sorted(p.name for p in runs.iterdir()) == ["r1"]
+    result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "b"), "--runs-dir", str(runs)])
+    assert result.exit_code == 0, result.output
