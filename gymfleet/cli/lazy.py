@@ -39,7 +39,7 @@ def load_command(name: str, spec: LazyCommand) -> _click.Command:
         group = typer.main.get_group(target)
         group.name = name
         return group
-    single = typer.Typer()
+    single = typer.Typer(add_completion=False)  # completion is the top-level app's (it has none either)
     single.command(name)(target)
     return typer.main.get_command(single)
 

@@ -27,6 +27,7 @@ from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError, TrainError
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.orchestrator.envfactory import task_needs
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.heldout import BASE, HeldOutEvaluation, evaluate_heldout, run_policies
@@ -114,8 +115,13 @@ async def run_job(cfg: TrainConfig, placement: Placement, *, console: Console | 
         TrainError: the run stopped on a GymfleetError after it started (a task's env, the policy,
             the store); the message names the cause and the report, which says it too.
         GymfleetError: the run could not start (nothing to report), or a stage before GRPO failed.
+        ConfigError: a task's env id is unknown or its ``env_kwargs`` do not fit (before any
+            folder, store or tracker is opened).
+        RunCompleteError: the run already made its ``budget.max_steps`` learner steps.
     """
     console = console or Console(stderr=True)
+    for task in cfg.run.tasks:  # an unknown env id or a bad env_kwargs: refused before anything is opened
+        task_needs(task)
     _refuse_if_complete(cfg)
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})

@@ -8,13 +8,14 @@ network: W&B runs in offline mode (``wandb sync`` uploads later).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, get_args
 
 from pydantic import BeforeValidator
 
@@ -30,6 +31,13 @@ def _names(value: Any) -> Any:
         value = [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, list) and value == ["none"]:
         return []
+    if isinstance(value, list):
+        known = get_args(TrackerName)
+        for name in value:
+            if isinstance(name, str) and name not in known:
+                near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                hint = f"did you mean {near[0]!r}?" if near else f"known: {', '.join(known)}, or none"
+                raise ValueError(f"unknown tracker {name!r}: {hint}")
     return value
 
 

@@ -64,6 +64,7 @@ def test_every_listed_command_loads_and_shows_its_help(name: str) -> None:
     assert result.exit_code == 0, result.output
     assert f"gymfleet {name}" in result.output.replace("Usage: root", "Usage: gymfleet")
     assert "<bool>" not in result.output  # a flag takes no value
+    assert "--install-completion" not in result.output  # shell completion is not offered anywhere
 
 
 def test_unknown_command_is_one_line_exit_2() -> None:

@@ -170,8 +170,10 @@ def test_the_tail_reads_complete_lines_only_once(tmp_path: Path) -> None:
 def test_report_to_accepts_a_comma_list_and_none_and_refuses_other_names(tmp_path: Path) -> None:
     assert _config(tmp_path, "tensorboard, wandb").report_to == ["tensorboard", "wandb"]  # type: ignore[arg-type]
     assert _config(tmp_path, "none").report_to == []  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="report_to.0: Input should be 'tensorboard' or 'wandb'"):
+    with pytest.raises(ConfigError, match="report_to: .*unknown tracker 'tensorbord': did you mean 'tensorboard'"):
         _config(tmp_path, ["tensorbord"])
+    with pytest.raises(ConfigError, match="unknown tracker 'mlflow': known: tensorboard, wandb, or none"):
+        _config(tmp_path, "tensorboard,mlflow")
 
 
 def test_a_missing_tracker_package_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,7 @@
-"""A rerun of a finished run (its learner made ``budget.max_steps``) does nothing, and says so
-(it used to collect rollouts for the whole wall budget, evaluate again and end "no learner step")."""
+"""What the training job refuses before it opens anything: a rerun of a finished run (its learner
+made ``budget.max_steps``: it used to collect rollouts for the whole wall budget, evaluate again
+and end "no learner step"), and a task whose env id is unknown (it used to open the trackers
+first, leaving an empty W&B run for ``wandb sync`` to upload)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
+from gymfleet.core.errors import ConfigError
 from gymfleet.run.config import load_train_config
 from gymfleet.run.job import RunCompleteError, run_job
 from gymfleet.run.placement import Placement
@@ -52,3 +55,12 @@ async def test_a_run_short_of_its_max_steps_goes_on(tmp_path: Path) -> None:
     cfg = load_train_config(_finished(tmp_path, step=1))
     with pytest.raises(AssertionError, match="started its GRPO stage"):
         await run_job(cfg, NeverPlaced())  # type: ignore[arg-type]
+
+
+async def test_an_unknown_env_id_is_refused_before_the_report_folder_and_trackers_open(tmp_path: Path) -> None:
+    config = tiny_train_config(tmp_path, "typo", report_to=["tensorboard"], tasks=[{
+        "name": "echo", "env_id": "gymfleet/Terminl-v0", "group_size": 2, "max_turns": 1}])
+    cfg = load_train_config(config)
+    with pytest.raises(ConfigError, match="Terminl-v0"):
+        await run_job(cfg, NeverPlaced())  # type: ignore[arg-type]
+    assert not Path(cfg.report_dir).exists() and not Path(cfg.run.store).exists()
