@@ -12,6 +12,7 @@ load in a second or two after the first time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -153,9 +154,7 @@ def resolve_model_dir(spec: ModelSpec) -> str:
     gguf = Path(spec.name_or_path) / spec.gguf_file
     if not gguf.is_file():
         raise ModelError(f"GGUF file not found: {gguf}")
-    stat = gguf.stat()
-    key = hashlib.sha1(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = gymfleet_home() / "models" / f"{gguf.stem}-{key}"
+    cached = gymfleet_home() / "models" / f"{gguf.stem}-{_content_key(gguf)}"
     if (cached / "config.json").is_file():
         return str(cached)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -175,6 +174,29 @@ def resolve_model_dir(spec: ModelSpec) -> str:
     except OSError:  # another process won the race; its copy is as good as ours
         shutil.rmtree(tmp, ignore_errors=True)
     return str(cached)
+
+
+def _content_key(gguf: Path) -> str:
+    """A key of the GGUF file's bytes, not its path: the same model installed in another
+    virtualenv (a fresh clone, CI) finds the copy made from the first (the path-based key made
+    every new checkout de-quantise again). Its size and first and last 4 MiB (the header with
+    every tensor's name, type and offset, and the end of the data), memoised per process."""
+    stat = gguf.stat()
+    return _bytes_key(str(gguf.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.cache
+def _bytes_key(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha1(str(size).encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(EDGE_BYTES))
+        if size > 2 * EDGE_BYTES:
+            f.seek(size - EDGE_BYTES)
+            digest.update(f.read(EDGE_BYTES))
+    return digest.hexdigest()[:16]
+
+
+EDGE_BYTES = 4 << 20
 
 
 def load_tokenizer(spec: ModelSpec | None = None) -> Any:

@@ -18,6 +18,7 @@ _ENV = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' "Loading weights" bars follow huggingface_hub's
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     "TOKENIZERS_PARALLELISM": "false",  # the fork warning of tokenizers
+    "TQDM_DISABLE": "1",  # bars transformers draws with tqdm itself (GGUF de-quantisation)
 }
 QUIET_ENV = "GYMFLEET_QUIET"
 _QUIET_MODULES = r"(transformers|peft|huggingface_hub|accelerate|torch)(\..*)?$"
