@@ -102,6 +102,8 @@ def test_replica_actors_serve_a_shard_and_killed_actors_are_restarted(tmp_path: 
     per_sample = dict(pg_rows(pg_database, "SELECT sample_id, count(*) FROM trajectories "
                                            "WHERE status IN ('ok', 'truncated') GROUP BY sample_id"))
     assert per_sample and set(per_sample.values()) == {"1"}  # no sample finished twice
+    # `runs list` reads the store: it says what the run said, though the shards were stopped from outside
+    assert pg_rows(pg_database, "SELECT status FROM runs WHERE run_id = 'ray1'") == [(RunStatus.completed_budget.name,)]
 
 
 def pg_rows(url: str, sql: str) -> list[tuple[str, ...]]:
