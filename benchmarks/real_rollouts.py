@@ -133,11 +133,16 @@ def miniwob_gold(instance_id: str) -> Any:
 
 
 class Tree:
-    """This process and its descendants: processes and RSS, sampled (peaks kept)."""
+    """This process and its descendants: processes, RSS and PSS, sampled (peaks kept).
+
+    RSS summed over processes counts each shared page (Chromium's binary, its shared memory)
+    once per process that maps it; PSS (``/proc/<pid>/smaps_rollup``) splits each shared page
+    between its processes, so the PSS sum is the memory the tree really holds."""
 
     def __init__(self) -> None:
         self.me = psutil.Process()
-        self.peak_procs, self.peak_rss, self.peak_chromium = 0, 0, 0
+        self.peak_procs, self.peak_rss, self.peak_pss, self.peak_chromium = 0, 0, 0, 0
+        self.peak_by_kind: dict[str, dict[str, float]] = {}
 
     def cpu_s(self) -> float:
         """CPU seconds used by this process and every descendant so far: live ones' own and
@@ -154,18 +159,39 @@ class Tree:
 
     def sample(self) -> None:
         procs = [self.me, *self.me.children(recursive=True)]
-        rss, chromium = 0, 0
+        rss, pss, chromium = 0, 0, 0
+        kinds: dict[str, list[float]] = {}
         for p in procs:
             try:
-                rss += p.memory_info().rss
+                mem = p.memory_full_info()
                 cmd = p.cmdline()
             except psutil.Error:
                 continue
-            if cmd and cmd[0].endswith(("chromium", "chrome")) and not any(a.startswith("--type=") for a in cmd):
-                chromium += 1
+            rss, pss = rss + mem.rss, pss + mem.pss
+            kind = _process_kind(cmd)
+            chromium += kind == "chromium-browser"
+            row = kinds.setdefault(kind, [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += mem.rss / 2**20
+            row[2] += mem.pss / 2**20
         self.peak_procs = max(self.peak_procs, len(procs) - 1)
-        self.peak_rss = max(self.peak_rss, rss)
         self.peak_chromium = max(self.peak_chromium, chromium)
+        self.peak_pss = max(self.peak_pss, pss)
+        if rss > self.peak_rss:
+            self.peak_rss = rss
+            self.peak_by_kind = {k: {"processes": v[0], "rss_mib": round(v[1], 1), "pss_mib": round(v[2], 1)}
+                                 for k, v in sorted(kinds.items())}
+
+
+def _process_kind(cmd: list[str]) -> str:
+    """``python`` (this process), ``chromium-browser``, ``chromium-<type>`` (renderer, gpu-process,
+    utility, zygote) or the program's name."""
+    if not cmd:
+        return "other"
+    if cmd[0].endswith(("chromium", "chrome")):
+        kind = next((a.split("=", 1)[1] for a in cmd if a.startswith("--type=")), "browser")
+        return f"chromium-{kind}"
+    return Path(cmd[0]).name
 
 
 class Timings:
@@ -261,7 +287,7 @@ async def run_phase(kind: str, concurrency: int, think_s: float, duration_s: flo
 
 async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmup_s: float,
                 forever: bool, timings: Timings, args: argparse.Namespace) -> dict[str, Any]:
-    tree, started = Tree(), time.monotonic()
+    tree, started, load0 = Tree(), time.monotonic(), os.getloadavg()
     runner = asyncio.create_task(scheduler.run())
     samples: list[int] = []
     full_at: float | None = None
@@ -279,7 +305,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
             full_at = elapsed
         if elapsed >= next_tree:  # /proc walks of thousands of processes: off the event loop
             await asyncio.to_thread(tree.sample)
-            next_tree = elapsed + 10.0
+            next_tree = elapsed + min(10.0, max(duration_s, 30.0) / 6)
             log(f"  {elapsed:6.1f} s in flight {in_flight} completed {scheduler.stats.completed} "
                 f"procs {tree.peak_procs} rss {tree.peak_rss / 2**30:.2f} GiB")
         if forever and elapsed >= warmup_s:
@@ -304,6 +330,8 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
     stages1 = args.meter.snapshot() if args.meter and stages0 else None
     cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s) - tree_cpu0
     window_leases = timings.leases[leases0:]
+    await asyncio.to_thread(tree.sample)  # at full concurrency, before the stop drains it
+    load1 = os.getloadavg()
     scheduler.request_stop()
     scheduler.request_stop()
     await runner
@@ -314,6 +342,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
         extra["event_loop_profile_tottime"] = profile.top(30)
         extra["event_loop_profile_file"] = profile.dump(Path(tempfile.gettempdir()) / f"gymfleet-profile-{concurrency}.pstats")
     return extra | {
+        "load_avg_start": load0, "load_avg_end": load1,
         "concurrency": concurrency, "window_s": round(window_s, 1), "completed_in_window": completed,
         "stopped_early_low_memory": stopped_early,
         "rollouts_per_s": round(completed / window_s, 4) if window_s else None,
@@ -326,6 +355,9 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
         "window_sandbox_acquire_s_p95": pct(window_leases, 95),
         "peak_processes_per_rollout": round(tree.peak_procs / concurrency, 2),
         "peak_rss_mib_per_rollout": round(tree.peak_rss / 2**20 / concurrency, 2),
+        "peak_pss_mib_per_rollout": round(tree.peak_pss / 2**20 / concurrency, 2),
+        "peak_memory_by_process_kind": tree.peak_by_kind,
+        "rollouts_per_cpu_s": round(completed / tree_cpu, 3) if tree_cpu else None,
         "peak_chromium_processes": tree.peak_chromium,
         "self_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

@@ -23,6 +23,7 @@ from gymfleet.envs.browser.gold import gold_first
 from gymfleet.envs.browser.guard import PageGuard
 from gymfleet.envs.browser.hosts import BrowserHosts
 from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
+from gymfleet.envs.browser.pages import PageSlot
 from gymfleet.envs.browser.page_text import PageView, clean_data, observation_text, snapshot_nodes
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
 
@@ -83,7 +84,8 @@ class BrowserEnvConfig(StrictModel):
     viewport_height: int = 214
     """Page height, CSS pixels."""
     screenshot_scale: float = 2.0
-    """Device pixels per CSS pixel in screenshots (2 makes them readable)."""
+    """Device pixels per CSS pixel in screenshots (2 makes them readable); pages render at 1
+    when ``screenshots_dir`` is not set."""
     screenshots_dir: Path | None = None
     """When set, a PNG after reset and after each action at
     ``<screenshots_dir>/<env id>/<instance id>/turn-NN.png`` (``info["screenshot_path"]``),
@@ -160,7 +162,8 @@ class BrowserEnv(AgentEnv):
         self._turn = 0
         self._started_at = 0.0
         self._finished = False
-        self._popups_closed = 0
+        self._slot: PageSlot | None = None
+        self._hosts: BrowserHosts | None = None
         self._guard = PageGuard([])
         self._instruction = ""
 
@@ -207,7 +210,6 @@ class BrowserEnv(AgentEnv):
     async def _reset(self, task: BrowserTask, page_seed: int) -> tuple[str, dict[str, Any]]:
         await self._open_page()
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
-        self._popups_closed = 0
         await self._start_task(task, page_seed)
         self._started_at = time.monotonic()
         self._clear_screenshots()
@@ -220,24 +222,27 @@ class BrowserEnv(AgentEnv):
                                    f"{self.config.start_timeout_s:g} s after loading") from None
 
     async def _open_page(self) -> None:
-        """A fresh context (cookies, storage, pages) and page for the episode, on the shared
-        Chromium; the last episode's context is closed first."""
-        await self._close_context()
+        """The episode's context (cookies, storage, pages) and page on the shared Chromium: from
+        the resources' bounded pool (a fresh one or a scrubbed one, :mod:`.pages`), or a fresh
+        one on a given host; the last episode's is given back first."""
+        await self._close_context(reusable=True)
+        # Rasterised at the screenshots' scale only when someone keeps screenshots: at 2, every
+        # repaint of every page costs four times the pixels.
+        scale = self.config.screenshot_scale if self.config.screenshots_dir is not None else 1.0
         options = {"viewport": {"width": self.config.viewport_width, "height": self.config.viewport_height},
-                   "device_scale_factor": self.config.screenshot_scale}
+                   "device_scale_factor": scale}
         if self._given_host is not None:
-            self._context = await (await self._given_host.start()).new_context(**options)
+            browser = await self._given_host.start()
+            self._slot = await PageSlot.open(browser, browser.new_context, options)
         else:
             hosts = (await self.env_resources()).get(BrowserHosts)
             pages = (miniwob_html_dir(), *self.config.pages_dirs)
             self._host = await hosts.host(self.config.sandbox, self.config.chromium, pages)
-            self._context = await hosts.new_context(self._host, **options)
-        self._context.set_default_timeout(self.config.action_timeout_s * 1000)
+            self._slot = await hosts.lease_page(self._host, **options)
+            self._hosts = hosts
         self._guard = PageGuard(self._page_folders())
-        await self._context.route("**/*", self._guard.handle)
-        await self._context.route_web_socket("**/*", self._guard.handle_socket)
-        self._page = await self._context.new_page()
-        self._context.on("page", self._close_popup)  # after the episode's own page exists
+        self._slot.begin(self._guard, self.config.action_timeout_s)
+        self._context, self._page = self._slot.context, self._slot.page
 
     def _page_folders(self) -> list[str]:
         """The folders whose files the episode's pages may load, as the browser sees them."""
@@ -331,20 +336,9 @@ class BrowserEnv(AgentEnv):
                "(a script on it kept running)")
         info = {"instance_id": self._instance, "task": self._task.name if self._task else "",
                 "seed": self._seed, "turn": self._turn, "success": False, "truncated": True,
-                "reason": why, "popups_closed": self._popups_closed,
+                "reason": why, "popups_closed": self._popups_closed(),
                 "browser": self._host.name if self._host else ""}
         return f"Episode over: {why}.", 0.0, False, True, clean_data(info)
-
-    async def _close_popup(self, page: Any) -> None:
-        """Closes every page but the episode's own as soon as it opens (``window.open``,
-        ``target=_blank``): a page cannot pile up tabs, and the agent sees one page."""
-        if page is self._page:
-            return
-        self._popups_closed += 1
-        try:
-            await asyncio.wait_for(page.close(run_before_unload=False), self.config.action_timeout_s)
-        except Exception:  # already closed, or its context went: nothing left to close
-            pass
 
     async def _act(self, action: str) -> str:
         try:
@@ -414,7 +408,7 @@ class BrowserEnv(AgentEnv):
             "success": outcome.done and outcome.reward >= 1.0,
             "truncated": truncated,
             "browser": self._host.name,
-            "popups_closed": self._popups_closed,
+            "popups_closed": self._popups_closed(),
             **outcome.details,
         }
         if self.config.screenshots_dir is not None:
@@ -468,15 +462,22 @@ class BrowserEnv(AgentEnv):
         """The instances whose task has a scripted gold policy."""
         return [name for name, task in self.tasks.items() if task.gold_policy() is not None]
 
-    async def _close_context(self) -> None:
-        context, self._context, self._page = self._context, None, None
-        if context is not None:
-            try:
-                await asyncio.wait_for(context.close(), self.config.start_timeout_s)
-            except Exception:  # the browser may already be gone; nothing left to release
-                pass
+    def _popups_closed(self) -> int:
+        return self._slot.popups_closed if self._slot is not None else 0
+
+    async def _close_context(self, reusable: bool = False) -> None:
+        """Ends the episode's lease of its context: back to the pool, scrubbed, when
+        ``reusable`` (reset or close, not an error or a hung page), else closed."""
+        slot, hosts = self._slot, self._hosts
+        self._slot, self._hosts, self._context, self._page = None, None, None, None
+        if slot is None:
+            return
+        if hosts is not None:
+            await hosts.give_back_page(slot, reusable)
+        else:
+            await slot.close()
 
     async def close_async(self) -> None:
-        await self._close_context()
+        await self._close_context(reusable=True)
         self._host = self._given_host
         await self.close_resources()

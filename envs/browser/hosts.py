@@ -2,9 +2,10 @@
 
 One started :class:`~gymfleet.envs.browser.chromium.BrowserHost` per browser kind and Chromium
 configuration (the MiniWoB, URL-task and slides envs all use the default one, so a process runs
-one Chromium however many browser episodes are in flight). Each episode gets a fresh
-``BrowserContext`` (its own cookies, storage and pages) and closes it when it ends; a Chromium
-that died is started again at the next context.
+one Chromium however many browser episodes are in flight). Each episode leases its own
+``BrowserContext`` and page from a bounded :class:`~gymfleet.envs.browser.pages.PagePool`: a
+fresh one, or one a finished episode gave back and that was scrubbed (storage, cookies,
+history, ``window.name`` gone); a Chromium that died is started again at the next lease.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gymfleet.envs.browser.chromium import (
     DockerChromium,
     docker_ready,
 )
+from gymfleet.envs.browser.pages import PagePool, PageSlot
 from gymfleet.envs.errors import SandboxUnavailableError
 from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox.base import SandboxLabels
@@ -32,14 +34,17 @@ class BrowserHosts(SharedResource):
 
     Args:
         run_id: labels a Docker host's container (so the reaper finds it if this process dies).
+        max_pages: episode pages (contexts) open at once over every host, leased or idle; a
+            lease beyond it waits for one to come back.
+        max_idle_pages: scrubbed pages kept for the next episodes.
     """
 
-    def __init__(self, run_id: str = "adhoc") -> None:
+    def __init__(self, run_id: str = "adhoc", max_pages: int = 256, max_idle_pages: int = 64) -> None:
         self.run_id = run_id
         self._hosts: dict[tuple[str, ...], BrowserHost] = {}
         self._auto: dict[str, str] = {}
         self._lock = asyncio.Lock()
-        self._contexts: set[Any] = set()
+        self.pages = PagePool(max_pages, max_idle_pages)
 
     @classmethod
     def create(cls, resources: EnvResources) -> Self:
@@ -83,26 +88,44 @@ class BrowserHosts(SharedResource):
         """A fresh ``BrowserContext`` on ``host`` (``options`` as Playwright's ``new_context``);
         the caller closes it when its episode ends."""
         browser = await host.start()
-        context = await browser.new_context(**options)
-        self._contexts.add(context)
-        context.on("close", lambda _: self._contexts.discard(context))
-        return context
+        return await browser.new_context(**options)
+
+    async def lease_page(self, host: BrowserHost, **options: Any) -> PageSlot:
+        """An episode's context and page on ``host`` (``options`` as Playwright's
+        ``new_context``), from the pool; give it back with :meth:`give_back_page`.
+
+        Raises:
+            BrowserStartError: Chromium did not start.
+            playwright.async_api.Error: the context could not be opened.
+        """
+        browser = await host.start()
+        return await self.pages.lease(browser, lambda **o: self.new_context(host, **o), options)
+
+    async def give_back_page(self, slot: PageSlot, reusable: bool) -> None:
+        """Ends a lease: the slot is scrubbed and kept when ``reusable`` (the episode ended
+        cleanly), else closed. Never raises."""
+        await self.pages.give_back(slot, reusable)
 
     def open_contexts(self) -> int:
-        """Contexts made here and not closed yet."""
-        return len(self._contexts)
+        """Contexts held by running episodes now (idle pooled ones not counted)."""
+        return self.pages.n_leased
+
+    def idle_contexts(self) -> int:
+        """Scrubbed contexts waiting in the pool."""
+        return self.pages.n_idle
 
     def n_hosts(self) -> int:
         """Hosts whose Chromium is running."""
         return sum(1 for host in self._hosts.values() if host.running)
 
     def counters(self) -> Mapping[str, int]:
-        return {"browser_contexts": self.open_contexts(), "chromium_hosts": self.n_hosts()}
+        return {"browser_contexts": self.open_contexts(), "browser_contexts_idle": self.idle_contexts(),
+                "chromium_hosts": self.n_hosts()}
 
     async def close(self) -> None:
         """Closes every host (and with it every context). Idempotent."""
         hosts, self._hosts = list(self._hosts.values()), {}
-        self._contexts.clear()
+        await self.pages.close()
         await asyncio.gather(*(host.close() for host in hosts), return_exceptions=True)
 
     async def aclose(self) -> None:
