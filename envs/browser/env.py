@@ -104,7 +104,8 @@ class BrowserEnv(AgentEnv):
     """Web tasks in Chromium: MiniWoB++ (``gymfleet/miniwob.<task>-v0``) or any URL task.
 
     Description:
-        Each episode opens a task page in a fresh browser context, seeds it, and lets the agent
+        Each episode opens a task page in a browser context of its own (fresh, or reused from
+        the pool once scrubbed of the last episode: :mod:`.pages`), seeds it, and lets the agent
         act on it one action per turn. ``gymfleet/Browser-v0`` plays every MiniWoB++ task (the
         instance id names the task); ``gymfleet/miniwob.<task>-v0`` plays one.
 
@@ -132,13 +133,13 @@ class BrowserEnv(AgentEnv):
 
     Arguments:
         See :class:`BrowserEnvConfig`; ``resources`` the run's
-        :class:`~gymfleet.envs.resources.EnvResources` (one Chromium per process, a fresh
-        context per episode); ``host`` a started :class:`BrowserHost` to use instead (the env
+        :class:`~gymfleet.envs.resources.EnvResources` (one Chromium per process, a context
+        per episode from its bounded page pool); ``host`` a started :class:`BrowserHost` to use instead (the env
         does not close it).
 
     Version history:
-        v0: MiniWoB++ 1.1 pages, text observations, id-addressed actions; a fresh browser
-        context per episode on the process's one Chromium.
+        v0: MiniWoB++ 1.1 pages, text observations, id-addressed actions; a browser context
+        per episode on the process's one Chromium, reused once scrubbed.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -275,6 +276,8 @@ class BrowserEnv(AgentEnv):
         finally:
             self._guard.lock()
             self._page.set_default_timeout(self.config.action_timeout_s * 1000)
+            if self._slot is not None:
+                self._slot.loaded()
 
     def _pick(self, seed: int | None, options: dict[str, Any] | None) -> tuple[BrowserTask, int]:
         ids = self.instance_ids()

@@ -57,6 +57,7 @@ class PageSlot:
         self.popups_closed = 0
         self.episodes = 0
         self.close_timeout_s = 30.0
+        self._on_loaded: Callable[[], None] | None = None
 
     @classmethod
     async def open(cls, browser: Any, new_context: Callable[..., Awaitable[Any]],
@@ -87,6 +88,13 @@ class PageSlot:
         self.context.set_default_timeout(action_timeout_s * 1000)
         self.page.set_default_timeout(action_timeout_s * 1000)
 
+    def loaded(self) -> None:
+        """Called once the episode's task page loaded (or failed to): a fresh slot's first load
+        (its renderer's start) no longer counts against the pool's ``max_opening``."""
+        release, self._on_loaded = self._on_loaded, None
+        if release is not None:
+            release()
+
     async def scrub(self, timeout_s: float) -> None:
         """Removes every trace of the last episode (see the module docstring).
 
@@ -116,6 +124,7 @@ class PageSlot:
 
     async def close(self) -> None:
         """Closes the context (and its renderer). Idempotent, never raises."""
+        self.loaded()
         self.guard = _blank_guard()
         await _close_quietly(self.context, self.close_timeout_s)
 
@@ -150,18 +159,26 @@ class PagePool:
 
     A lease takes an idle slot of the same context options (a scrubbed one), else opens one;
     at ``max_pages`` it closes an idle slot of other options, else waits for a slot to come
-    back. Slots of a host whose Chromium died are dropped when met.
+    back. Slots of a host whose Chromium died are dropped when met. At most ``max_opening``
+    fresh slots are between their opening and their first page's load (:meth:`PageSlot.loaded`):
+    a fresh context's first load starts a renderer (about 0.8 CPU-s), and a start-up wave of
+    64 of them at once on two cores leaves every one past its ``start_timeout_s``; queued,
+    each loads in time.
 
     Args:
         max_pages: slots open at once, leased or idle (each is a renderer process).
         max_idle: scrubbed slots kept waiting for the next episode.
+        max_opening: fresh slots opening or loading their first page at once.
         scrub_timeout_s: seconds a scrub may take before the slot is closed instead.
     """
 
-    def __init__(self, max_pages: int = 256, max_idle: int = 64, scrub_timeout_s: float = 15.0) -> None:
-        if max_pages < 1 or max_idle < 0:
-            raise ValueError(f"max_pages must be >= 1 and max_idle >= 0, got {max_pages}, {max_idle}")
+    def __init__(self, max_pages: int = 256, max_idle: int = 64, max_opening: int = 4,
+                 scrub_timeout_s: float = 15.0) -> None:
+        if max_pages < 1 or max_idle < 0 or max_opening < 1:
+            raise ValueError(f"max_pages and max_opening must be >= 1 and max_idle >= 0, "
+                             f"got {max_pages}, {max_opening}, {max_idle}")
         self.max_pages, self.max_idle, self.scrub_timeout_s = max_pages, max_idle, scrub_timeout_s
+        self._opening = asyncio.Semaphore(max_opening)
         self._idle: list[PageSlot] = []
         self._open = 0
         self._leased = 0
@@ -206,10 +223,16 @@ class PagePool:
                 self.reused += 1
                 return slot
             try:
-                slot = await PageSlot.open(browser, new_context, options)
+                await self._opening.acquire()
+                try:
+                    slot = await PageSlot.open(browser, new_context, options)
+                except BaseException:
+                    self._opening.release()
+                    raise
             except BaseException:
                 await self._forget(leased=True)
                 raise
+            slot._on_loaded = self._opening.release
             self.opened += 1
             return slot
 
@@ -231,6 +254,7 @@ class PagePool:
     async def give_back(self, slot: PageSlot, reusable: bool) -> None:
         """Returns a leased slot: scrubbed and kept when ``reusable`` (its episode ended cleanly)
         and room is left, else closed. Never raises."""
+        slot.loaded()
         keep = reusable and slot.alive and len(self._idle) < self.max_idle
         if keep:
             try:

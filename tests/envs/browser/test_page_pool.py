@@ -147,3 +147,22 @@ async def test_the_pool_never_holds_more_than_max_pages(chromium_path: str) -> N
 async def test_the_pool_refuses_a_bound_below_one() -> None:
     with pytest.raises(ValueError, match="max_pages"):
         PagePool(max_pages=0)
+
+
+async def test_fresh_pages_open_at_most_max_opening_at_once(chromium_path: str) -> None:
+    from gymfleet.envs.browser.chromium import ChromiumConfig, LocalChromium
+
+    pool = PagePool(max_pages=4, max_idle=0, max_opening=1)
+    async with LocalChromium(ChromiumConfig(executable_path=chromium_path)) as host:
+        browser = await host.start()
+        first = await pool.lease(browser, browser.new_context, {})
+        second = asyncio.create_task(pool.lease(browser, browser.new_context, {}))
+        for _ in range(20):  # it waits for the first page's load, without I/O
+            await asyncio.sleep(0)
+        assert not second.done() and pool.opened == 1
+        first.loaded()  # the first episode's task page loaded: the next may open
+        other = await asyncio.wait_for(second, 60)
+        assert pool.opened == 2
+        await pool.give_back(first, reusable=False)
+        await pool.give_back(other, reusable=False)
+        assert pool.n_open == 0
