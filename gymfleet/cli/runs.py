@@ -83,7 +83,8 @@ def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> No
     # Ids are never cut: they fold onto more lines when the terminal is narrow; short values stay whole.
     table = Table(_fold("run"), _whole("status"), _whole("started"), _whole("groups"), _fold("rollouts"),
                   _whole("reward"), box=box.SIMPLE_HEAD, pad_edge=False)
-    for url in _stores(store, runs_dir):
+    urls = _stores(store, runs_dir)
+    for url in urls:
         for run in _with_store(url, lambda s: s.list_runs()):
             rewards = [t.mean_reward_ok for t in run.tasks if t.mean_reward_ok is not None]
             started = run.created_at.strftime("%m-%d %H:%M") + (f" x{run.n_starts}" if run.n_starts > 1 else "")
@@ -93,6 +94,10 @@ def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> No
                 f"{run.n_trajectories}: {by_status}" if by_status else "0",
                 f"{sum(rewards) / len(rewards):.3f}" if rewards else "-",
             )
+    if not table.rows:
+        console().print(f"no runs in {', '.join(urls)} (a run refused at start records nothing)", markup=False,
+                        highlight=False, soft_wrap=True)
+        return
     console().print(table)
 
 

@@ -49,7 +49,7 @@ def train_command(
             console.print(str(done), markup=False, highlight=False, soft_wrap=True)
             return
         console.print(f"run {report.run_id} on Ray: {report.run_status}, {report.n_steps} learner steps "
-                      f"(last step {report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
+                      f"(last step {'-' if report.last_step is None else report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
                       markup=False, highlight=False)
         _verdict(report, require_learning)
         print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
@@ -62,7 +62,7 @@ def train_command(
         return
     r = outcome.report
     console.print(
-        f"run {r.run_id} ({r.mode}): {r.run_status}, {r.n_steps} learner steps this start (last step {r.last_step}), "
+        f"run {r.run_id} ({r.mode}): {r.run_status}, {r.n_steps} learner steps this start (last step {'-' if r.last_step is None else r.last_step}), "
         f"policy v{r.final_version}, {r.wall_s:.0f} s; learner idle {r.learner_idle_fraction:.0%}, "
         f"generation idle {r.generation_idle_fraction:.0%}; {r.zero_variance_groups} zero-variance groups"
         + _not_loaded(r),

@@ -224,7 +224,7 @@ def _plots(report_dir: Path, report: dict[str, Any]) -> None:
     for ax, key in zip(axes.flat, ("loss", "masked_fraction", "mean_ratio", "kl")):
         for start in sorted({s.get("start", 0) for s in steps}):
             mine = [s for s in steps if s.get("start", 0) == start]
-            ax.plot([s["step"] for s in mine], [s[key] for s in mine], marker=".", label=f"start {start + 1}")
+            ax.plot([s["step"] for s in mine], [s[key] for s in mine], marker=".", label=f"starts[{start}]")
         for s in resumes:
             ax.axvline(s["step"] + 0.5, color="grey", linestyle="--", linewidth=1)
         ax.set(xlabel="learner step", title=key)

@@ -67,3 +67,17 @@ def test_runs_outside_the_current_folder_are_found_by_runs_dir_or_its_variable(
     assert by_flag.exit_code == 0 and _column(by_flag.output, "task ") == TASK, by_flag.output
     by_env = CliRunner().invoke(app, ["runs", "list"], env={"GYMFLEET_RUNS_DIR": str(runs)})
     assert by_env.exit_code == 0 and "completed (budget)" in by_env.output, by_env.output
+
+
+def test_a_store_without_runs_says_so(tmp_path: Path) -> None:
+    url = str(tmp_path / "empty.db")
+
+    async def create() -> None:
+        from gymfleet.orchestrator.store import TrajectoryStore
+
+        async with await TrajectoryStore.open(url):
+            pass
+
+    asyncio.run(create())
+    listed = CliRunner().invoke(app, ["runs", "list", "--store", url])
+    assert listed.exit_code == 0 and f"no runs in {url}" in listed.output, listed.output
