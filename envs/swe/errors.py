@@ -5,7 +5,7 @@ Class tree::
     EnvError                      (gymfleet.envs.errors)
     └── SWEError                          anything in the SWE family
         ├── InstanceLoadError             a dataset or predictions file could not be read
-        ├── SpecNotFoundError             no install/test spec for (repo, version)
+        ├── SpecNotFoundError             no usable install/test spec for (repo, version)
         ├── ProvisionError                no image could be found, pulled or built for an instance
         │   ├── UnsupportedPythonError    the spec asks for a Python the image cannot have offline
         │   ├── CondaOnlySpecError        the spec installs conda packages pip cannot replace
@@ -31,7 +31,8 @@ class InstanceLoadError(SWEError):
 
 
 class SpecNotFoundError(SWEError):
-    """Neither swebench's spec table nor gymfleet's knows this (repo, version)."""
+    """Neither swebench's spec table nor gymfleet's knows this (repo, version), or its spec
+    names something unknown (a service)."""
 
 
 class ProvisionError(SWEError):

@@ -29,7 +29,7 @@ from gymfleet.envs.errors import SandboxError
 from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
-from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe import services, upstream
 from gymfleet.envs.swe.errors import ImageBuildFailedError, SWEError, SWESetupError
 from gymfleet.envs.swe.graded_patch import graded_patch
 from gymfleet.envs.swe.grading import TEST_EXIT_CODE, Grade, grade_output, ungraded
@@ -60,6 +60,8 @@ class SWEHarnessConfig(StrictModel):
     """Time limit of one test run, seconds (swebench's default)."""
     setup_timeout_s: float = 300.0
     """Time limit of resetting the repo or applying a patch, seconds."""
+    service_start_timeout_s: float = 60.0
+    """Bound on the wait for the spec's services (a local httpbin) to listen, seconds."""
     cpus: float = 0.0
     """CPU limit per sandbox, cores; 0 means none (a one-CPU container makes some repos skip
     pass-to-pass tests, so the default does not limit)."""
@@ -101,6 +103,8 @@ class InstanceResult:
     """Files of the model patch not graded (:mod:`gymfleet.envs.swe.graded_patch`)."""
     spec_overrides: dict[str, Any] = field(default_factory=dict)
     """Fields a spec table (``drift.yaml`` by default) changed in swebench's spec, and where."""
+    services: tuple[str, ...] = ()
+    """Local services started for the tests (``httpbin``: httpbin.org resolved to it)."""
 
     @property
     def patch_applied(self) -> bool:
@@ -123,6 +127,8 @@ class InstanceResult:
             body["dropped_files"] = list(self.dropped_files)
         if self.spec_overrides:
             body["spec_overrides"] = self.spec_overrides
+        if self.services:
+            body["services"] = list(self.services)
         if self.translated:
             body["conda_translated"] = list(self.translated)
         if self.grade is not None:
@@ -242,7 +248,24 @@ class SWEHarness:
             result.test_log += f"\n>>>>> gymfleet: {why}\n"
             result.grade = ungraded(instance.FAIL_TO_PASS, instance.PASS_TO_PASS, why)
             return
+        if spec.services and not await self._start_services(sandbox, spec, result):
+            return
         await self._run_tests(sandbox, instance, spec, conda, result)
+
+    async def _start_services(self, sandbox: Sandbox, spec: RepoSpec,
+                              result: InstanceResult) -> bool:
+        """Starts the spec's services in the grading sandbox (:mod:`~gymfleet.envs.swe.services`)
+        and waits until they listen; on failure sets ``result.error`` (quoting the server's log)
+        and returns False."""
+        wanted = services.resolve(spec.services)
+        result.services = tuple(s.name for s in wanted)
+        timeout_s = self.config.service_start_timeout_s
+        run = await sandbox.exec(services.start_script(wanted, timeout_s), timeout_s=timeout_s + 30)
+        result.test_log += run.stdout + run.stderr
+        if not run.ok:
+            result.error = (f"local service(s) {', '.join(result.services)} did not start: "
+                            f"{_tail(run.stdout + run.stderr)}")
+        return run.ok
 
     async def _hooks(self, sandbox: Sandbox, conda: bool) -> dict[str, str]:
         """The site directories' start-up hooks (:mod:`gymfleet.envs.swe.hooks`).
@@ -266,7 +289,8 @@ class SWEHarness:
         t1 = time.monotonic()
         junit_path = (f"/tmp/gymfleet-results-{secrets.token_hex(8)}/junit.xml"
                       if runs_pytest(spec.test_cmd) else None)
-        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path),
+        env = services.test_env(services.resolve(spec.services))
+        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path, env),
                                  timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
         c = upstream.constants()

@@ -4,7 +4,8 @@ Layers, as swebench's (base / env / instance), without conda:
 
 * env image, one per (repo, version, Python): the repository cloned at the environment setup
   commit into ``/testbed``, the spec's environment installed with pip (``setup_env.sh``: conda
-  package lists translated, the requirements file, ``pip_packages``);
+  package lists translated, the requirements file, ``pip_packages``), and the spec's
+  ``services`` each in its own venv (:mod:`gymfleet.envs.swe.services`);
 * instance image, one per instance, FROM its env image (``setup_instance.sh``): the repository
   reset to the base commit, refs and tags newer than it deleted and pruned (so the fix cannot be
   read), then swebench's repo steps: ``pre_install``, ``install`` and a commit of what they
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import shlex
 
+from gymfleet.envs.swe import services
 from gymfleet.envs.swe.environment import EnvPlan
 from gymfleet.envs.swe.specs import RepoSpec
 
@@ -84,6 +86,9 @@ def setup_env_script(spec: RepoSpec, plan: EnvPlan) -> str:
     if spec.pip_packages:
         lines += [_step("pip_packages"),
                   "python -m pip install " + " ".join(shlex.quote(p) for p in spec.pip_packages)]
+    if spec.services:
+        # each in its own venv under /opt/gymfleet/services: the tests' requests stays the repo's
+        lines += [_step("services"), *services.install_lines(services.resolve(spec.services))]
     lines += [f"rm -f {_REQS_PATH}"]
     return "\n".join(lines) + "\n"
 

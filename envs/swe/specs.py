@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe import services, upstream
 from gymfleet.envs.swe.errors import SpecNotFoundError
 
 GYMFLEET_SPECS = Path(__file__).resolve().parent / "fixtures" / "specs.yaml"
@@ -54,6 +54,10 @@ class RepoSpec(BaseModel):
     """Shell commands run before the tests (environment variables, locale)."""
     log_parser: str = ""
     """Name of a swebench log parser; empty means swebench's parser for the repo."""
+    services: list[str] = Field(default_factory=list)
+    """Network services the tests call by host name (``httpbin``: a local httpbin answering
+    for httpbin.org), installed in the env image and started in the grading sandbox only
+    (:mod:`gymfleet.envs.swe.services`)."""
     overrides: dict[str, Any] = Field(default_factory=dict)
     """The fields a spec table changed in swebench's entry (``{field: value}``; empty when the
     entry is swebench's own or a whole gymfleet entry)."""
@@ -106,38 +110,54 @@ class RepoSpec(BaseModel):
 def load_spec(repo: str, version: str, extra_tables: Sequence[Path] = ()) -> RepoSpec:
     """The spec of ``repo`` at ``version``.
 
-    Lookup order: ``extra_tables`` (in order), swebench's table, gymfleet's fixture table.
+    Lookup order: ``extra_tables`` (in order), swebench's table, gymfleet's fixture table. The
+    entries of every extra table that knows (repo, version) override swebench's entry field by
+    field, an earlier table winning a field (a user's ``--spec-table`` that moves requests to
+    another Python keeps ``drift.yaml``'s ``services``).
 
     Raises:
         SpecNotFoundError: no table knows (repo, version); the message lists the versions
-            that are known for the repo. Also for an unreadable table file.
+            that are known for the repo. Also for an unreadable table file, and for a spec
+            naming an unknown service.
     """
     known: list[str] = []
     table = upstream.repo_specs(repo)
+    found: list[tuple[Path, dict[str, Any]]] = []
     for path in extra_tables:
         entries = _table_entries(path, repo)
         if version in entries:
-            # an entry overrides swebench's field by field (a whole entry replaces it)
-            base = dict(table[version]) if table is not None and version in table else {}
             # a table written from a dumped RepoSpec carries its own source/overrides: ours win
-            entry = {k: v for k, v in entries[version].items() if k not in ("source", "overrides")}
-            changed = {k: v for k, v in entry.items() if base and base.get(k) != v}
-            return RepoSpec(repo=repo, version=version, source=str(path),
-                            **{**base, **entry}, overrides=changed)
+            found.append((path, {k: v for k, v in entries[version].items()
+                                 if k not in ("source", "overrides")}))
         known += list(entries)
+    if found:
+        base = dict(table[version]) if table is not None and version in table else {}
+        entry: dict[str, Any] = {}
+        for _, fields in reversed(found):
+            entry |= fields
+        changed = {k: v for k, v in entry.items() if base and base.get(k) != v}
+        return _checked(RepoSpec(repo=repo, version=version,
+                                 source=" + ".join(str(path) for path, _ in found),
+                                 **{**base, **entry}, overrides=changed))
     if table is not None:
         if version in table:
             return RepoSpec(repo=repo, version=version, source="swebench", **table[version])
         known += list(table)
     entries = _table_entries(GYMFLEET_SPECS, repo)
     if version in entries:
-        return RepoSpec(repo=repo, version=version, source=str(GYMFLEET_SPECS), **entries[version])
+        return _checked(RepoSpec(repo=repo, version=version, source=str(GYMFLEET_SPECS),
+                                 **entries[version]))
     known += list(entries)
     hint = f"known versions: {', '.join(known)}" if known else "the repository is unknown"
     raise SpecNotFoundError(
         f"no install/test spec for {repo} {version} ({hint}); add one to a spec table "
         f"shaped like {GYMFLEET_SPECS.name} and pass it with --spec-table"
     )
+
+
+def _checked(spec: RepoSpec) -> RepoSpec:
+    services.resolve(spec.services)  # an unknown name fails here, before any build
+    return spec
 
 
 def _table_entries(path: Path, repo: str) -> dict[str, Any]:
