@@ -82,6 +82,10 @@ class SandboxSpec(BaseModel):
     """Working directory inside the sandbox; created empty at start."""
     network: bool = False
     """Network access. Off unless the task asks for it."""
+    net_admin: bool = False
+    """CAP_NET_ADMIN inside the sandbox's own network namespace (Docker backend; the local
+    backend ignores it): a grader routing an address into the loopback device. Without
+    ``network`` that namespace holds only loopback, so the sandbox stays offline."""
     cpus: float = 1.0
     """CPU limit, in cores."""
     memory_mb: int = 1024

@@ -73,6 +73,8 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, 
         pids_limit=spec.pids_limit,
         detach=True,
     )
+    if spec.net_admin:
+        options["cap_add"] = ["NET_ADMIN"]
     if quota:
         options["storage_opt"] = {"size": f"{spec.disk_mb}M"}
     else:

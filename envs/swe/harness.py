@@ -166,9 +166,13 @@ class SWEHarness:
         """The instance's image, found, pulled or built (in a thread; raises ProvisionError)."""
         return await asyncio.to_thread(self.images.ensure, instance, self.spec(instance))
 
-    def sandbox(self, image: ImageRef, labels: SandboxLabels | None = None) -> Sandbox:
-        """A new sandbox (not started) of ``image`` with the repo at ``/testbed``."""
+    def sandbox(self, image: ImageRef, labels: SandboxLabels | None = None,
+                net_admin: bool = False) -> Sandbox:
+        """A new sandbox (not started) of ``image`` with the repo at ``/testbed``; ``net_admin``
+        (grading only, for services that route addresses) grants CAP_NET_ADMIN in its own
+        network namespace, which still has no network."""
         spec = SandboxSpec(image=image.tag, workdir=scripts.REPO_DIR, network=False,
+                           net_admin=net_admin,
                            cpus=self.config.cpus, memory_mb=self.config.memory_mb,
                            pids_limit=4096, ttl_s=self.config.eval_timeout_s + 3600,
                            max_output_bytes=self.config.max_output_mb * 1024 * 1024,
@@ -202,7 +206,8 @@ class SWEHarness:
             result.image, result.build_log = image.tag, image.build_log
             result.python_fallback, result.translated = image.python_fallback, image.translated
             result.timings_s["image"] = image.seconds
-            async with self.sandbox(image, labels) as sandbox:
+            net_admin = services.needs_net_admin(services.resolve(spec.services))
+            async with self.sandbox(image, labels, net_admin) as sandbox:
                 await self._apply_and_test(sandbox, instance, image, model_patch or "", result)
         except ImageBuildFailedError as exc:
             result.error, result.build_log = f"{type(exc).__name__}: {exc}", exc.build_log
@@ -289,8 +294,7 @@ class SWEHarness:
         t1 = time.monotonic()
         junit_path = (f"/tmp/gymfleet-results-{secrets.token_hex(8)}/junit.xml"
                       if runs_pytest(spec.test_cmd) else None)
-        env = services.test_env(services.resolve(spec.services))
-        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path, env),
+        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path),
                                  timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
         c = upstream.constants()

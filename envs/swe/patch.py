@@ -140,16 +140,14 @@ def eval_setup_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False
 
 
 def test_run_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False,
-                    junit_path: str | None = None, env: dict[str, str] | None = None) -> str:
+                    junit_path: str | None = None) -> str:
     """The test command alone (after the conda activation and the spec's ``eval_commands``),
     last, so that the exit status is the command's (passed in memory with ``bash -c``, so the
     code under test cannot rewrite what runs after it); with ``junit_path``, pytest also
-    writes its JUnit report there; ``env`` is exported first (what the spec's services need:
-    ``REQUESTS_CA_BUNDLE``)."""
+    writes its JUnit report there."""
     activate = list(_CONDA) if conda else []
     junit = f" --junitxml={shlex.quote(junit_path)}" if junit_path else ""
-    exports = [f"export {k}={shlex.quote(v)}" for k, v in (env or {}).items()]
-    return "\n".join(["set -u", *exports, *activate, f"cd {REPO_DIR}", *spec.eval_commands,
+    return "\n".join(["set -u", *activate, f"cd {REPO_DIR}", *spec.eval_commands,
                       f"{spec.test_command(instance.row())}{junit} 2>&1"]) + "\n"
 
 

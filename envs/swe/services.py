@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gymfleet.envs.swe.errors import SpecNotFoundError
 
@@ -65,16 +65,25 @@ class Service:
         requirements: pinned pip requirements installed into the service's own venv.
         servers: the processes started for the tests, each waited for on its port.
         tls: make a local CA and a certificate for ``hosts`` (``tls/ca.pem``, ``tls/server.pem``,
-            ``tls/server.key``, ``tls/bundle.pem`` = the system's CAs plus the local one).
-        test_env: environment of the test command (``{dir}`` is the service's folder).
+            ``tls/server.key``).
+        trust: CA bundles the local CA is appended to in the grading sandbox, where they exist
+            (``{site}/`` stands for each site-packages folder of the sandbox's Python): the
+            bundles the tests' clients verify against, as the real host's CA is in them.
+        unroutable: addresses routed into the loopback device in the grading sandbox, where the
+            kernel drops them: a connect there waits for the client's timeout, as on the
+            internet, instead of failing at once (``Network is unreachable``). Needs
+            CAP_NET_ADMIN in the sandbox's own network namespace (still no network).
+        apt_packages: Debian packages the env image installs for the service.
     """
 
     name: str
-    hosts: tuple[str, ...]
-    requirements: tuple[str, ...]
-    servers: tuple[Server, ...]
+    hosts: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+    servers: tuple[Server, ...] = ()
     tls: bool = False
-    test_env: dict[str, str] = field(default_factory=dict)
+    trust: tuple[str, ...] = ()
+    unroutable: tuple[str, ...] = ()
+    apt_packages: tuple[str, ...] = ()
     root: str = SERVICES_DIR
     """The folder the service's own folder is made in."""
 
@@ -92,7 +101,9 @@ def _gunicorn(*extra: str) -> tuple[str, ...]:
 
 HTTPBIN = Service(
     name="httpbin",
-    hosts=("httpbin.org",),
+    # www.google.co.uk: the off-host redirect target of requests' test_auth_is_stripped_on_redirect
+    # _off_host (any page answers; the test checks that the Authorization header was dropped)
+    hosts=("httpbin.org", "www.google.co.uk"),
     requirements=HTTPBIN_REQUIREMENTS,
     servers=(
         Server(80, _gunicorn("--bind", "127.0.0.1:80")),
@@ -100,10 +111,20 @@ HTTPBIN = Service(
                               "--keyfile", "tls/server.key")),
     ),
     tls=True,
-    test_env={"REQUESTS_CA_BUNDLE": "{dir}/tls/bundle.pem"},
+    # requests verifies against its own cacert.pem (in the repository up to 2.15), or certifi's
+    trust=("/etc/ssl/certs/ca-certificates.crt", "/testbed/requests/cacert.pem",
+           "{site}/certifi/cacert.pem", "{site}/requests/cacert.pem"),
 )
 
-SERVICES: dict[str, Service] = {HTTPBIN.name: HTTPBIN}
+TARPIT = Service(
+    name="tarpit",
+    # requests' TARPIT tests (test_connect_timeout, test_total_timeout_connect) expect a connect
+    # to 10.255.255.1 to time out
+    unroutable=("10.255.255.1/32",),
+    apt_packages=("iproute2",),
+)
+
+SERVICES: dict[str, Service] = {HTTPBIN.name: HTTPBIN, TARPIT.name: TARPIT}
 """Every service a spec may name, by name."""
 
 
@@ -126,61 +147,69 @@ def install_lines(services: Iterable[Service]) -> list[str]:
     its pinned requirements, and its TLS files."""
     lines: list[str] = []
     for svc in services:
-        venv_python = f"{svc.home}/bin/python"
-        lines += [
-            f"python -m venv {svc.home}",
-            f"{venv_python} -m pip install -q --only-binary=:all: "
-            + " ".join(shlex.quote(r) for r in svc.requirements),
-        ]
+        lines.append(f"mkdir -p {svc.home}")
+        if svc.apt_packages:
+            lines.append("apt-get update -qq && apt-get install -y -qq --no-install-recommends "
+                         + " ".join(svc.apt_packages) + " && rm -rf /var/lib/apt/lists/*")
+        if svc.requirements:
+            lines += [f"python -m venv {svc.home}",
+                      f"{svc.home}/bin/python -m pip install -q --only-binary=:all: "
+                      + " ".join(shlex.quote(r) for r in svc.requirements)]
         if svc.tls:
             lines += _tls_lines(svc)
     return lines
 
 
 def _tls_lines(svc: Service) -> list[str]:
+    # Own config file, not the distribution's openssl.cnf: Debian's already adds basicConstraints
+    # to `req -x509`, and a second one (-addext) makes OpenSSL 1.1.1 reject the CA.
     tls = f"{svc.home}/tls"
-    san = ",".join(f"DNS:{h}" for h in svc.hosts)
-    subj = f"/CN={svc.hosts[0]}"
+    config = (
+        "[req]\\ndistinguished_name = dn\\nprompt = no\\n[dn]\\nCN = unused\\n"
+        "[ca]\\nbasicConstraints = critical,CA:TRUE\\nkeyUsage = critical,keyCertSign,cRLSign\\n"
+        "subjectKeyIdentifier = hash\\n"
+        f"[server]\\nsubjectAltName = {','.join(f'DNS:{h}' for h in svc.hosts)}\\n"
+        "basicConstraints = critical,CA:FALSE\\nkeyUsage = critical,digitalSignature,keyEncipherment\\n"
+        "extendedKeyUsage = serverAuth\\nsubjectKeyIdentifier = hash\\n"
+        "authorityKeyIdentifier = keyid,issuer\\n")
+    cnf = f"-config {tls}/openssl.cnf"
     return [
         f"mkdir -p {tls}",
-        f"openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 36500 -subj "
-        f"'/CN=gymfleet local {svc.name} CA' -keyout {tls}/ca.key -out {tls}/ca.pem "
-        "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign",
-        f"openssl req -newkey rsa:2048 -nodes -sha256 -subj '{subj}' -keyout {tls}/server.key "
-        f"-out {tls}/server.csr",
-        f"printf 'subjectAltName={san}\\nbasicConstraints=CA:FALSE\\n"
-        f"extendedKeyUsage=serverAuth\\n' > {tls}/ext.cnf",
+        f"printf '{config}' > {tls}/openssl.cnf",
+        f"openssl req {cnf} -x509 -extensions ca -newkey rsa:2048 -nodes -sha256 -days 36500 "
+        f"-subj '/CN=gymfleet local {svc.name} CA' -keyout {tls}/ca.key -out {tls}/ca.pem",
+        f"openssl req {cnf} -new -newkey rsa:2048 -nodes -sha256 -subj '/CN={svc.hosts[0]}' "
+        f"-keyout {tls}/server.key -out {tls}/server.csr",
         f"openssl x509 -req -sha256 -days 36500 -in {tls}/server.csr -CA {tls}/ca.pem "
-        f"-CAkey {tls}/ca.key -CAcreateserial -extfile {tls}/ext.cnf -out {tls}/server.pem",
-        f"cat /etc/ssl/certs/ca-certificates.crt {tls}/ca.pem > {tls}/bundle.pem",
-        f"rm -f {tls}/server.csr {tls}/ext.cnf {tls}/ca.key",
+        f"-CAkey {tls}/ca.key -CAcreateserial -extfile {tls}/openssl.cnf -extensions server "
+        f"-out {tls}/server.pem",
+        f"openssl verify -CAfile {tls}/ca.pem {tls}/server.pem",
+        f"rm -f {tls}/server.csr {tls}/ca.key",
     ]
 
 
 def start_script(services: Iterable[Service], timeout_s: float = START_TIMEOUT_S) -> str:
-    """Shell run as root in the grading sandbox before the test command: map the hosts, start
-    every server in the background, wait until each listens. Exits 0 when all do; else prints
-    which one failed and the tail of its log, and exits 1.
+    """Shell run as root in the grading sandbox before the test command: map the hosts, add the
+    local CAs to the trusted bundles, route the unroutable addresses, start every server in the
+    background and wait until each listens. Exits 0 when all is done; else prints what failed
+    (and the tail of the server's log) and exits 1.
 
     Args:
         timeout_s: the bound on the wait for all ports, seconds.
     """
     lines = ["set -u", "fail() { echo \"gymfleet service: $1\"; "
-             "[ -f \"$2\" ] && tail -n 30 \"$2\"; exit 1; }"]
+             "[ -f \"$2\" ] && tail -n 30 \"$2\"; exit 1; }",
+             # the sandbox Python's site-packages folders, asked from / (no repository module)
+             "sites=$(cd / && python -I -c 'import site; print(\" \".join(site.getsitepackages()))' "
+             "2>/dev/null || true)"]
     waits: list[str] = []
     for svc in services:
-        for host in svc.hosts:
-            lines.append(f"grep -qE '^127\\.0\\.0\\.1[[:space:]]+{host}$' /etc/hosts "
-                         f"|| echo '127.0.0.1 {host}' >> /etc/hosts")
-        lines.append(f"[ -x {svc.home}/bin/python ] || fail '{svc.name} is not installed in this "
-                     f"image ({svc.home}; official SWE-bench images lack it): let gymfleet build "
-                     "the image (SWEImagesConfig.try_official = false)' /dev/null")
+        lines += _setup_lines(svc)
         for server in svc.servers:
             log = f"{svc.home}/server-{server.port}.log"
             argv = " ".join(shlex.quote(a) for a in server.argv)
-            lines.append(f"(cd {svc.home} && exec setsid {svc.home}/bin/python -I {argv} "
-                         f"</dev/null >{log} 2>&1) &")
-            lines.append(f"pid_{server.port}=$!")
+            lines += [f"(cd {svc.home} && exec setsid {svc.home}/bin/python -I {argv} "
+                      f"</dev/null >{log} 2>&1) &", f"pid_{server.port}=$!"]
             waits.append(
                 f"until (exec 3<>/dev/tcp/127.0.0.1/{server.port}) 2>/dev/null; do "
                 f"kill -0 \"$pid_{server.port}\" 2>/dev/null || fail '{svc.name} on port "
@@ -190,9 +219,30 @@ def start_script(services: Iterable[Service], timeout_s: float = START_TIMEOUT_S
     return "\n".join([*lines, "SECONDS=0", *waits, "echo 'gymfleet services: ready'"]) + "\n"
 
 
-def test_env(services: Iterable[Service]) -> dict[str, str]:
-    """The test command's environment variables that ``services`` need."""
-    env: dict[str, str] = {}
-    for svc in services:
-        env |= {k: v.format(dir=svc.home) for k, v in svc.test_env.items()}
-    return env
+def _setup_lines(svc: Service) -> list[str]:
+    """The installed check, hosts, trusted CA and routes of one service."""
+    missing = (f"fail '{svc.name} is not installed in this image ({svc.home}; official "
+               "SWE-bench images lack it): let gymfleet build the image "
+               "(SWEImagesConfig.try_official = false)' /dev/null")
+    lines = [f"[ -d {svc.home} ] || {missing}"]
+    if svc.servers:
+        lines.append(f"[ -x {svc.home}/bin/python ] || {missing}")
+    for host in svc.hosts:
+        lines.append(f"grep -qE '^127\\.0\\.0\\.1[[:space:]]+{host}$' /etc/hosts "
+                     f"|| echo '127.0.0.1 {host}' >> /etc/hosts")
+    for bundle in svc.trust:
+        append = f"if [ -f \"$f\" ]; then cat {svc.home}/tls/ca.pem >> \"$f\"; fi"
+        if bundle.startswith("{site}/"):
+            lines.append(f'for s in $sites; do f="$s"/{bundle.removeprefix("{site}/")}; '
+                         f"{append}; done")
+        else:
+            lines.append(f"f={shlex.quote(bundle)}; {append}")
+    for address in svc.unroutable:
+        lines.append(f"ip route replace {address} dev lo 2>&1 || fail '{svc.name}: cannot route "
+                     f"{address} into lo (the grading sandbox needs CAP_NET_ADMIN)' /dev/null")
+    return lines
+
+
+def needs_net_admin(services: Iterable[Service]) -> bool:
+    """True when a service routes addresses (the grading sandbox then needs CAP_NET_ADMIN)."""
+    return any(svc.unroutable for svc in services)

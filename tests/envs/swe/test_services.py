@@ -1,6 +1,7 @@
 """Local services in the grading sandbox (envs/swe/services.py): psf/requests' specs name a local
-httpbin answering for httpbin.org; it lives in its own venv, starts (bounded, loudly) only in the
-grading sandbox, and a fixture instance whose tests call http(s)://httpbin.org resolves offline."""
+httpbin answering for httpbin.org and a tarpit for 10.255.255.1; httpbin lives in its own venv,
+both start (bounded, loudly) only in the grading sandbox, and a fixture instance whose tests call
+http(s)://httpbin.org and time out on 10.255.255.1 resolves offline."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from gymfleet.envs.swe import services
 from gymfleet.envs.swe.environment import EnvPlan
 from gymfleet.envs.swe.errors import SpecNotFoundError
 from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
+from gymfleet.envs.swe.images import ImageRef
 from gymfleet.envs.swe.image_scripts import setup_env_script
 from gymfleet.envs.swe.instances import SWEInstance, load_instances
-from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe.specs import DRIFT_SPECS, load_spec
 
 BASE = load_instances("fixtures")[0]  # python-semver__python-semver-426
@@ -32,8 +33,8 @@ def test_every_lite_requests_spec_names_httpbin_by_default(lite_rows: list[dict[
     assert versions
     for version in versions:
         spec = load_spec("psf/requests", version, [DRIFT_SPECS])
-        assert spec.services == ["httpbin"]
-        assert spec.overrides == {"services": ["httpbin"]}  # shown as spec_overrides
+        assert spec.services == ["httpbin", "tarpit"]
+        assert spec.overrides == {"services": ["httpbin", "tarpit"]}  # shown as spec_overrides
     assert load_spec("pallets/flask", "2.0", [DRIFT_SPECS]).services == []
 
 
@@ -41,14 +42,14 @@ def test_a_users_table_keeps_the_default_services(tmp_path: Path) -> None:
     mine = tmp_path / "mine.yaml"
     mine.write_text("psf/requests:\n  '2.4':\n    test_cmd: pytest -rA -x\n")
     spec = load_spec("psf/requests", "2.4", [mine, DRIFT_SPECS])
-    assert spec.test_cmd == "pytest -rA -x" and spec.services == ["httpbin"]
+    assert spec.test_cmd == "pytest -rA -x" and spec.services == ["httpbin", "tarpit"]
     assert spec.source == f"{mine} + {DRIFT_SPECS}"
 
 
 def test_an_unknown_service_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
     table = tmp_path / "t.yaml"
     table.write_text("psf/requests:\n  '2.4':\n    services: [postbin]\n")
-    with pytest.raises(SpecNotFoundError, match="unknown service.*postbin.*known: httpbin"):
+    with pytest.raises(SpecNotFoundError, match="unknown service.*postbin.*known: httpbin, tarpit"):
         load_spec("psf/requests", "2.4", [table])
 
 
@@ -64,12 +65,18 @@ def test_httpbin_goes_into_its_own_venv_never_the_instances_environment() -> Non
     assert "httpbin" not in plain  # only specs that name it
 
 
-def test_the_test_command_trusts_the_local_ca() -> None:
-    spec = load_spec("psf/requests", "2.4", [DRIFT_SPECS])
-    env = services.test_env(services.resolve(spec.services))
-    assert env == {"REQUESTS_CA_BUNDLE": f"{services.HTTPBIN.home}/tls/bundle.pem"}
-    script = scripts.test_run_script(BASE, spec, env=env)
-    assert f"export REQUESTS_CA_BUNDLE={env['REQUESTS_CA_BUNDLE']}" in script.splitlines()
+def test_the_grading_sandbox_alone_gets_net_admin_and_trusts_the_local_ca() -> None:
+    wanted = services.resolve(load_spec("psf/requests", "2.4", [DRIFT_SPECS]).services)
+    assert services.needs_net_admin(wanted) and not services.needs_net_admin([services.HTTPBIN])
+    script = services.start_script(wanted)
+    assert "ip route replace 10.255.255.1/32 dev lo" in script
+    # requests verifies against its own cacert.pem (or certifi's), not the environment's
+    assert "f=/testbed/requests/cacert.pem; if" in script and '"$s"/certifi/cacert.pem' in script
+    assert "echo '127.0.0.1 httpbin.org' >> /etc/hosts" in script
+    harness = SWEHarness(SWEHarnessConfig())
+    image = ImageRef("gymfleet/swe-instance.x:1", "local", "gymfleet", 0.0)
+    assert not harness.sandbox(image).spec.net_admin  # what SWE-v0's agent gets
+    assert harness.sandbox(image, net_admin=True).spec.net_admin
 
 
 def _fake(tmp_path: Path, code: str) -> services.Service:
@@ -78,7 +85,7 @@ def _fake(tmp_path: Path, code: str) -> services.Service:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    svc = services.Service("fake", (), (), (services.Server(port, ("-c", code)),), root=str(tmp_path))
+    svc = services.Service("fake", servers=(services.Server(port, ("-c", code)),), root=str(tmp_path))
     (tmp_path / "fake/bin").mkdir(parents=True)
     (tmp_path / "fake/bin/python").symlink_to(sys.executable)
     return svc
@@ -107,9 +114,10 @@ def test_a_server_that_never_listens_fails_within_the_bound(tmp_path: Path) -> N
 # ---- in Docker: a fixture instance whose tests call http(s)://httpbin.org ----
 
 HTTPBIN_TESTS = '''import json
-import os
-import ssl
+import socket
 import urllib.request
+
+import pytest
 
 
 def test_http_get():
@@ -117,12 +125,17 @@ def test_http_get():
         assert json.load(r)["args"] == {"x": "1"}
 
 
-def test_https_get_verified():
-    ctx = ssl.create_default_context(cafile=os.environ["REQUESTS_CA_BUNDLE"])
-    with urllib.request.urlopen("https://httpbin.org/status/200", timeout=20, context=ctx) as r:
+def test_https_get_verified():  # the default context: the system's CA bundle
+    with urllib.request.urlopen("https://httpbin.org/status/200", timeout=20) as r:
         assert r.status == 200
+
+
+def test_tarpit_connect_times_out():
+    with pytest.raises(socket.timeout):
+        socket.create_connection(("10.255.255.1", 80), timeout=0.5)
 '''
-HTTPBIN_IDS = ["tests/test_httpbin.py::test_http_get", "tests/test_httpbin.py::test_https_get_verified"]
+HTTPBIN_IDS = ["tests/test_httpbin.py::test_http_get", "tests/test_httpbin.py::test_https_get_verified",
+               "tests/test_httpbin.py::test_tarpit_connect_times_out"]
 # the fixture's spec, plus the service
 SPEC_TABLE = """python-semver/python-semver:
   "3.0-httpbin":
@@ -132,7 +145,7 @@ SPEC_TABLE = """python-semver/python-semver:
     pre_install: ["python -m pip install setuptools==84.2.1 wheel"]
     test_cmd: "pytest --no-header -rA --tb=short -p no:cacheprovider --color=no"
     log_parser: parse_log_pytest
-    services: [httpbin]
+    services: [httpbin, tarpit]
 """
 
 
@@ -164,7 +177,7 @@ def test_gold_resolves_offline_with_a_local_httpbin(docker_available: bool, tmp_
     log = (folder / "test_output.txt").read_text()
     assert summary["resolved_ids"] == ["net__httpbin-1"], (summary, log[-3000:])
     report = json.loads((folder / "report.json").read_text())["net__httpbin-1"]
-    assert report["services"] == ["httpbin"]
+    assert report["services"] == ["httpbin", "tarpit"]
     assert set(HTTPBIN_IDS) <= set(report["tests_status"]["PASS_TO_PASS"]["success"])
     assert "gymfleet services: ready" in log
 
@@ -182,9 +195,11 @@ def test_the_agents_sandbox_has_no_httpbin(docker_available: bool, tmp_path: Pat
             installed = await sandbox.exec(f"test -x {services.HTTPBIN.home}/bin/python && echo yes")
             reach = await sandbox.exec(
                 "getent hosts httpbin.org || echo no-name; "
-                "(exec 3<>/dev/tcp/127.0.0.1/80) 2>/dev/null && echo listening || echo closed")
+                "(exec 3<>/dev/tcp/127.0.0.1/80) 2>/dev/null && echo listening || echo closed; "
+                "ip route replace 10.255.255.1/32 dev lo 2>/dev/null && echo routed || echo refused")
         return installed.stdout, reach.stdout
 
     installed, reach = asyncio.run(probe())
     assert installed.strip() == "yes"  # in the image, outside /testbed
     assert "no-name" in reach and "closed" in reach  # but not resolvable nor running
+    assert "refused" in reach  # no CAP_NET_ADMIN outside grading
