@@ -16,6 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
+from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
+from gymfleet.envs.sandbox.docker_container import container_options
 from gymfleet.envs.swe import services
 from gymfleet.envs.swe.environment import EnvPlan
 from gymfleet.envs.swe.errors import SpecNotFoundError
@@ -77,6 +79,10 @@ def test_the_grading_sandbox_alone_gets_net_admin_and_trusts_the_local_ca() -> N
     image = ImageRef("gymfleet/swe-instance.x:1", "local", "gymfleet", 0.0)
     assert not harness.sandbox(image).spec.net_admin  # what SWE-v0's agent gets
     assert harness.sandbox(image, net_admin=True).spec.net_admin
+    labels = SandboxLabels()
+    granted = container_options(SandboxSpec(net_admin=True), labels, quota=False, tmpfs_workdir=False)
+    assert granted["cap_add"] == ["NET_ADMIN"] and granted["network_mode"] == "none"
+    assert "cap_add" not in container_options(SandboxSpec(), labels, quota=False, tmpfs_workdir=False)
 
 
 def _fake(tmp_path: Path, code: str) -> services.Service:
