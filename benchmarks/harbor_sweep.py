@@ -25,7 +25,7 @@ from typing import Any
 
 from gymfleet.envs.errors import EnvError, TaskError
 from gymfleet.envs.harbor.build import HarborImageBuilder
-from gymfleet.envs.harbor.dockerfile import UnbuildableError, logical_lines
+from gymfleet.envs.harbor.dockerfile import UnbuildableError, logical_lines, substitute
 from gymfleet.envs.harbor.env import EXAMPLES_DIR, HarborEnv
 from gymfleet.envs.harbor.task import HarborTask, load_task, task_folders
 
@@ -36,11 +36,23 @@ _URL = re.compile(r"https?://([\w.-]+)")
 
 
 def needs(task: HarborTask) -> str:
-    """``debian/pypi/npm`` when the Dockerfile fetches from nothing else, else what else it names."""
+    """``debian/pypi/npm`` when the Dockerfile fetches from nothing else, else what else it names.
+
+    A ``FROM`` image with no Debian substitute (a bespoke image such as
+    ``ghcr.io/laude-institute/t-bench/deveval``, whose contents nobody here can see) counts as
+    something else: the task needs that image, not Debian packages."""
     if not task.dockerfile.is_file():
         return "no Dockerfile"
     others: set[str] = set()
+    stages: set[str] = set()
     for line in logical_lines(task.dockerfile.read_text(errors="replace")):
+        if line.upper().startswith("FROM"):
+            words = [w for w in line.split()[1:] if not w.startswith("--")]
+            if words and words[0].lower() not in stages and words[0] != "scratch" and "$" not in words[0] and substitute(words[0]) is None:
+                others.add(f"FROM {words[0]}")
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2].lower())
+            continue
         if not line.upper().startswith(("RUN", "ADD")):
             continue
         others |= {h for h in _URL.findall(line) if not h.endswith(ALLOWED_HOSTS)}

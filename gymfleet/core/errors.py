@@ -11,6 +11,7 @@ Class tree::
     GymfleetError                         anything gymfleet raises on purpose
     ├── ConfigError (ValueError)          a config, override or argument that cannot be used; names the fix
     │   └── ModelError                    a model cannot be found or loaded (core/models.py)
+    ├── RunCompleteError                  a rerun of a run already at budget.max_steps (run/job.py; exit 0)
     ├── EnvError                          an env, task or image failed (envs/errors.py)
     │   ├── SandboxError                  a sandbox could not be used (infrastructure)
     │   │   ├── SandboxUnavailableError   the backend is missing (no daemon, no bubblewrap)

@@ -19,11 +19,11 @@ def test_store_and_learner_share_one_claimed_group() -> None:
 def test_one_model_spec_for_policy_engines_and_learner() -> None:
     from gymfleet.orchestrator.config import PolicyConfig
     from gymfleet.orchestrator.engines.transformers_engine import TransformersEngineConfig
-    from gymfleet.trainer.learner import LearnerConfig
+    from gymfleet.trainer.rollout_policy import RolloutPolicy
 
     assert PolicyConfig.model_fields["model"].annotation is ModelSpec
     assert TransformersEngineConfig.model_fields["source"].annotation is ModelSpec
-    assert LearnerConfig.model_fields["model"].annotation is ModelSpec
+    assert RolloutPolicy.model_fields["model"].annotation is ModelSpec  # the learner's base model
 
 
 def test_model_spec_reads_a_plain_name() -> None:

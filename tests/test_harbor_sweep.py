@@ -1,0 +1,55 @@
+"""benchmarks/harbor_sweep.py: which tasks count as needing only Debian, PyPI and npm, and a dry run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "harbor_sweep.py"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    spec = importlib.util.spec_from_file_location("harbor_sweep", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def task(tmp_path: Path, name: str, dockerfile: str) -> Path:
+    folder = tmp_path / name
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "instruction.md").write_text("Do it.\n")
+    (folder / "task.toml").write_text('version = "1.0"\n[verifier]\ntimeout_sec = 60\n')
+    (folder / "environment" / "Dockerfile").write_text(dockerfile)
+    (folder / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    return folder
+
+
+@pytest.mark.parametrize(("dockerfile", "expected"), [
+    ("FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y curl\nRUN pip install numpy\n", "debian/pypi/npm"),
+    ("FROM python:3.12-slim AS build\nFROM build\nRUN npm i -g left-pad\n", "debian/pypi/npm"),
+    # a bespoke image nobody here can see into is not Debian packages, even with no RUN line
+    ("FROM ghcr.io/laude-institute/t-bench/deveval:latest\nWORKDIR /app\n",
+     "other: FROM ghcr.io/laude-institute/t-bench/deveval:latest"),
+    ("FROM debian:bookworm\nRUN curl -L https://github.com/x/y/releases/z.tgz | tar xz\n", "other: github.com"),
+    ("FROM debian:bookworm\nRUN git clone https://pypi.org/x\n", "other: git clone"),
+])
+def test_needs_names_what_a_dockerfile_fetches_beyond_debian_pypi_npm(sweep, tmp_path, dockerfile, expected) -> None:
+    from gymfleet.envs.harbor.task import load_task
+
+    assert sweep.needs(load_task(task(tmp_path, "t", dockerfile))) == expected
+
+
+def test_a_dry_run_counts_a_bespoke_base_as_unbuildable_and_not_eligible(sweep, tmp_path, capsys) -> None:
+    task(tmp_path, "plain", "FROM ubuntu:24.04\nRUN apt-get install -y jq\n")
+    task(tmp_path, "bespoke", "FROM ghcr.io/acme/secret-base:1\n")
+    assert sweep.main([str(tmp_path), "--dry-run"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["tasks"] == 2 and summary["needing_only_debian_pypi_npm"] == 1
+    assert summary["by_outcome"] == {"translated": 1, "unbuildable": 1}
+    assert summary["by_reason"] == {"no substitute for FROM ghcr.io/acme/secret-base": 1}
