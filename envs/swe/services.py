@@ -1,23 +1,26 @@
-"""Network services a repository's tests expect, run inside the grading sandbox only.
+"""What a repository's tests expect of the network, supplied inside the grading sandbox only.
 
-SWE-bench grades with network; gymfleet's grading sandbox has none. A spec naming a service
-(``services: [httpbin]``; ``fixtures/drift.yaml`` names it for every psf/requests version) gets:
+SWE-bench grades with network; gymfleet's grading sandbox has none. A spec naming services
+(``services: [httpbin, tarpit]``; ``fixtures/drift.yaml`` names both for every psf/requests
+version) gets:
 
-* at env-image build time (with network), the service installed in its own virtualenv under
-  ``/opt/gymfleet/services/<name>`` (never the instance's environment: the package under test
-  stays the repository's), with pinned requirements (:data:`HTTPBIN_REQUIREMENTS`), plus a local
-  CA and a certificate for the service's host names;
-* in the grading sandbox, after the eval setup and before the test command: the host names mapped
-  to 127.0.0.1 in ``/etc/hosts`` and the servers started in the background, waited for (bounded:
-  ``start_timeout_s``); a server that dies or does not listen in time fails the instance as an
-  error that quotes the server's log, never a silent run against nothing;
-* in the test command's environment, what makes its clients trust the local CA
-  (``REQUESTS_CA_BUNDLE``: the system bundle plus the local CA).
+* at env-image build time (with network), each service installed under
+  ``/opt/gymfleet/services/<name>``: httpbin and gunicorn in their own virtualenv with pinned
+  requirements (:data:`HTTPBIN_REQUIREMENTS`; never the instance's environment: the package under
+  test stays the repository's), a local CA and a certificate for the service's host names;
+  Debian packages a service needs (``iproute2`` for the tarpit);
+* in the grading sandbox, after the eval setup and before the test command
+  (:func:`start_script`): the host names mapped to 127.0.0.1 in ``/etc/hosts``, the local CA
+  appended to the CA bundles the tests' clients verify against, the unroutable addresses routed
+  into loopback (the sandbox then needs CAP_NET_ADMIN: :func:`needs_net_admin`), and the servers
+  started in the background and waited for (bounded); a server that dies or does not listen in
+  time, or a route that cannot be added, fails the instance as an error that quotes the server's
+  log, never a silent run against nothing.
 
-The agent's episode sandbox (same image) never starts them and has no hosts entry: the servers
-exist only while the grader runs the tests, in a fresh sandbox, from files outside ``/testbed``
-that no patch reaches. Servers run with ``python -I`` from their own folder, so no file of the
-(patched) repository can shadow a module they import.
+The agent's episode sandbox (same image) never starts them, has no hosts entry and no
+CAP_NET_ADMIN: they exist only while the grader runs the tests, in a fresh sandbox, from files
+outside ``/testbed`` that no patch reaches. Servers run with ``python -I`` from their own
+folder, so no file of the (patched) repository can shadow a module they import.
 """
 
 from __future__ import annotations
