@@ -38,29 +38,36 @@ class JsonlTail:
     """Reads the complete lines appended to a JSONL file since the last read.
 
     Starts after the last complete line the file holds when created (a torn last line, which
-    the writer cuts off when it reopens the file, is skipped).
+    the writer cuts off when it reopens the file, is skipped). Only a regular file is followed:
+    a device such as ``/dev/full`` or a FIFO reads as empty (reading ``/dev/full`` never ends).
+    Each read takes at most ``max_read_bytes`` (the rest comes with the next read).
 
     Args:
         path: the file; it may not exist yet.
+        max_read_bytes: bytes read per call at most.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            data = b""
-        self.offset = data.rfind(b"\n") + 1
+    def __init__(self, path: Path, max_read_bytes: int = 16 << 20) -> None:
+        self.path, self.max_read_bytes = path, max_read_bytes
+        self.offset = 0
+        with suppress(OSError):
+            if path.is_file():
+                self.offset = _after_last_newline(path)
 
     def read(self) -> list[dict[str, Any]]:
         """The records appended since the last call (a line that does not parse is skipped)."""
         try:
+            if not self.path.is_file():
+                return []
             with self.path.open("rb") as f:
                 f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
+                data = f.read(self.max_read_bytes)
+        except OSError:
             return []
         end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == self.max_read_bytes:
+            self.offset += len(data)  # one line longer than a read: skipped, not waited on for ever
+            return []
         self.offset += end
         records = []
         for line in data[:end].splitlines():
@@ -69,6 +76,21 @@ class JsonlTail:
                 if isinstance(record, dict):
                     records.append(record)
         return records
+
+
+def _after_last_newline(path: Path, block: int = 65536) -> int:
+    """The offset just after the last ``\n`` of a regular file (0 when it has none), read from
+    the end in blocks (a long record file is not read whole)."""
+    with path.open("rb") as f:
+        end = f.seek(0, 2)
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            cut = f.read(end - start).rfind(b"\n")
+            if cut >= 0:
+                return start + cut + 1
+            end = start
+    return 0
 
 
 def flatten(record: dict[str, Any], prefix: str) -> Iterator[tuple[str, float]]:

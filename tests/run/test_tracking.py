@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from gymfleet.cli import app
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.run.config import TrainConfig, train_config_from_dict
+from gymfleet.core.jsonl import open_for_append
 from gymfleet.run.tracking import JsonlTail, tracked
 from gymfleet.run.trackers import open_trackers
 from gymfleet.core.errors import ConfigError
@@ -165,6 +166,23 @@ def test_the_tail_reads_complete_lines_only_once(tmp_path: Path) -> None:
     with path.open("a") as f:
         f.write('2}\nnot json\n{"c": 3}\n')
     assert tail.read() == [{"b": 2}, {"c": 3}] and tail.read() == []
+
+
+def test_the_tail_starts_after_the_last_complete_line_and_skips_a_line_longer_than_a_read(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"old": 1}\n' * 20000 + '{"torn": ')  # written before: not sent again
+    tail = JsonlTail(path, max_read_bytes=64)
+    with open_for_append(path) as f:  # what the writer does on a rerun: the torn line cut off
+        f.write("x" * 100 + '\n{"new": 2}\n')
+    got = [tail.read() for _ in range(6)]
+    assert [r for batch in got for r in batch] == [{"new": 2}]
+
+
+def test_the_tail_of_a_device_reads_nothing_and_ends(tmp_path: Path) -> None:
+    # metrics_path: /dev/full (every write fails) must not make the tracker read without end:
+    # a read of /dev/full never reaches an end of file (the test process once grew to 23 GB)
+    tail = JsonlTail(Path("/dev/full"))
+    assert tail.offset == 0 and tail.read() == [] and tail.read() == []
 
 
 def test_report_to_accepts_a_comma_list_and_none_and_refuses_other_names(tmp_path: Path) -> None:
