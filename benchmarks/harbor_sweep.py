@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import re
 import statistics
@@ -56,6 +57,8 @@ def needs(task: HarborTask) -> str:
         if not line.upper().startswith(("RUN", "ADD")):
             continue
         others |= {h for h in _URL.findall(line) if not h.endswith(ALLOWED_HOSTS)}
+        if "ppa:" in line or "add-apt-repository" in line:
+            others.add("a Launchpad PPA")  # Ubuntu's personal archives, not Debian's
         if "git clone" in line:
             others.add("git clone")
     return "debian/pypi/npm" if not others else "other: " + ", ".join(sorted(others)[:3])
@@ -164,6 +167,9 @@ def _load(out: Path | None) -> dict[str, dict[str, Any]]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     folders = task_folders(args.path)[: args.limit] if args.limit else task_folders(args.path)
     done = _load(args.out)
+    for row in done.values():  # rows of an earlier run: counted by the classifier of this one
+        with contextlib.suppress(TaskError, KeyError):
+            row["needs"] = needs(load_task(Path(row["path"])))
     builder = HarborImageBuilder()
     gate = asyncio.Semaphore(args.max_workers)
     started = time.monotonic()

@@ -38,6 +38,8 @@ def task(tmp_path: Path, name: str, dockerfile: str) -> Path:
      "other: FROM ghcr.io/laude-institute/t-bench/deveval:latest"),
     ("FROM debian:bookworm\nRUN curl -L https://github.com/x/y/releases/z.tgz | tar xz\n", "other: github.com"),
     ("FROM debian:bookworm\nRUN git clone https://pypi.org/x\n", "other: git clone"),
+    ("FROM ubuntu:24.04\nRUN apt-get install -y software-properties-common && \\\n    add-apt-repository ppa:ansible/ansible\n",
+     "other: a Launchpad PPA"),
 ])
 def test_needs_names_what_a_dockerfile_fetches_beyond_debian_pypi_npm(sweep, tmp_path, dockerfile, expected) -> None:
     from gymfleet.envs.harbor.task import load_task
