@@ -46,6 +46,9 @@ class Base:
     """Debian packages installed on top."""
     python: bool = False
     """Make ``python``/``pip`` the Debian ``python3``/``pip3`` (and let pip install system-wide)."""
+    ubuntu: bool = False
+    """It stands in for an Ubuntu image, whose apt sources hold every component (main, universe,
+    restricted, multiverse): Debian's ``contrib`` and ``non-free`` are enabled to match."""
 
 
 SUITES = {"bullseye": "base-bullseye", "bookworm": "base", "trixie": "base-trixie"}
@@ -84,20 +87,20 @@ def substitute(image: str) -> Base | None:
             return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *TBENCH), python=True)
         version = re.sub(r"^ubuntu-", "", name)
         suite = UBUNTU.get(version) or DEBIAN.get(re.sub(r"^debian-", "", name))
-        return Base(SUITES[suite], TBENCH) if suite else None
+        return Base(SUITES[suite], TBENCH, ubuntu=version in UBUNTU) if suite else None
     if repo in ("python", "library/python", "docker.io/library/python"):
         suite = next((s for s in SUITES if s in tag), None) or nearest_python_suite(tag)
         extra = () if "slim" in tag else ("python3-dev", *BUILDPACK)
         return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *extra), python=True)
     if repo in ("ubuntu", "library/ubuntu", "docker.io/library/ubuntu"):
         suite = UBUNTU.get(tag) or UBUNTU.get(tag.split(".")[0] + ".04")
-        return Base(SUITES[suite]) if suite else None
+        return Base(SUITES[suite], ubuntu=True) if suite else None
     if repo in ("debian", "library/debian", "docker.io/library/debian"):
         suite = next((s for key, s in DEBIAN.items() if tag.startswith(key)), None)
         return Base(SUITES[suite]) if suite else None
     if repo in ("buildpack-deps", "library/buildpack-deps"):
         suite = UBUNTU.get(tag.split("-")[0]) or DEBIAN.get(tag.split("-")[0]) or "bookworm"
-        return Base(SUITES[suite], BUILDPACK)
+        return Base(SUITES[suite], BUILDPACK, ubuntu=tag.split("-")[0] in UBUNTU and tag.split("-")[0] not in DEBIAN)
     if repo in ("node", "library/node"):
         suite = next((s for s in SUITES if s in tag), "bookworm")
         return Base(SUITES[suite], ("nodejs", "npm", *BUILDPACK))
@@ -207,7 +210,8 @@ def prelude(base: Base, host_ca: bool) -> list[str]:
     if host_ca:
         lines.append("COPY gymfleet-host-ca.crt /usr/local/share/ca-certificates/gymfleet-host-ca.crt")
     packages = " ".join(("ca-certificates", *base.packages))
-    lines.append(f"RUN apt-get update && apt-get install -y --no-install-recommends {packages} "
+    components = "sed -i 's/ main$/ main contrib non-free/' /etc/apt/sources.list && " if base.ubuntu else ""
+    lines.append(f"RUN {components}apt-get update && apt-get install -y --no-install-recommends {packages} "
                  "&& update-ca-certificates && rm -rf /var/lib/apt/lists/*")
     if base.python:
         lines.append("RUN ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip")

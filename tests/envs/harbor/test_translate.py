@@ -72,6 +72,19 @@ def test_public_bases_are_substituted_by_the_nearest_release(image: str, base: s
     assert found is not None and (found.image, found.python) == (base, python)
 
 
+@pytest.mark.parametrize(("image", "components"), [
+    ("ubuntu:24.04", True), ("ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624", True),
+    ("buildpack-deps:jammy", True), ("debian:bookworm", False), ("buildpack-deps:bookworm", False),
+    ("python:3.12", False),
+])
+def test_an_ubuntu_stand_in_enables_debian_s_contrib_and_non_free(image: str, components: bool) -> None:
+    # Ubuntu images have universe and multiverse (nvidia-cuda-toolkit, unrar...); Debian's images
+    # have main only, so an Ubuntu task's apt-get install of a multiverse package failed with 100
+    result = translate(f"FROM {image}\nRUN apt-get install -y nvidia-cuda-toolkit\n", {})
+    enabled = "sed -i 's/ main$/ main contrib non-free/' /etc/apt/sources.list && apt-get update" in result.dockerfile
+    assert enabled == components
+
+
 def test_nearest_python() -> None:
     assert [nearest_python_suite(v) for v in ("3.8", "3.10", "3.12", "3.14")] == ["bullseye", "bookworm", "trixie", "trixie"]
 
