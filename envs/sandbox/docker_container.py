@@ -13,6 +13,7 @@ layer: a tmpfs over it would hide the files, and copying them in would cost ever
 from __future__ import annotations
 
 import contextlib
+import posixpath
 import re
 import tarfile
 import threading
@@ -79,7 +80,10 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, 
         options["storage_opt"] = {"size": f"{spec.disk_mb}M"}
     else:
         targets = ["/tmp", EXEC_ROOT, *([spec.workdir] if tmpfs_workdir else [])]
-        options["mounts"] = [_tmpfs_volume(target, spec.disk_mb) for target in targets]
+        # one volume per folder: a workdir of /tmp (a Harbor task's WORKDIR /tmp) is /tmp's own
+        # volume (Docker refuses a create with two mounts at one target: 400 Duplicate mount point)
+        unique = dict.fromkeys(posixpath.normpath(t) for t in targets)
+        options["mounts"] = [_tmpfs_volume(target, spec.disk_mb) for target in unique]
     return options
 
 

@@ -324,6 +324,16 @@ async def test_missing_image_names_the_build_command(backend: DockerBackend) -> 
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("workdir", ["/tmp", "/tmp/"])
+async def test_a_workdir_of_tmp_starts(backend: DockerBackend, terminal_image: str, workdir: str) -> None:
+    # a Harbor task's WORKDIR /tmp: /tmp and the workdir were two volumes at one target, and
+    # Docker refused the create (400 Duplicate mount point)
+    async with backend.create(SandboxSpec(image=terminal_image, workdir=workdir), labels()) as sb:
+        result = await sb.exec("echo hi > f && pwd && cat /tmp/f")
+        assert result.exit_code == 0 and result.stdout == "/tmp\nhi\n", result
+
+
+@pytest.mark.docker
 def test_get_backend_docker(docker_available: bool) -> None:
     assert isinstance(get_backend("docker"), DockerBackend)
 
