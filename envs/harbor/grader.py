@@ -6,8 +6,11 @@ directory, and the reward is ``/logs/verifier/reward.txt`` (one float) or
 ``/logs/verifier/reward.json`` (an object of finite numbers: its ``reward`` key is the reward,
 the others go to ``info``). Terminal-Bench 1 layout: ``tests/`` and ``run-tests.sh`` go to
 ``/tests``, ``bash /tests/run-tests.sh`` runs with ``TEST_DIR=/tests``, and its pytest ``-rA``
-summary is parsed as TB1's ``PytestParser`` does (PASSED, XFAIL and SKIPPED pass; an empty
-summary is a grading error here, where TB1 counted it as resolved).
+summary on stdout is parsed as TB1's ``PytestParser`` does (PASSED, XFAIL and SKIPPED pass), with
+differences that keep a program under test from forging it (TB1 reads stdout and stderr, lets
+the last status of a test win, and ignores the exit code): stdout only, the worst status of a
+test wins, and the reward is 1 only when ``run-tests.sh`` also exited 0 and pytest's final line
+counts no failure; an empty summary is a grading error here, where TB1 counted it as resolved.
 
 Where the agent cannot reach it (``docs/sandbox.md``): every process the agent left is killed
 first (``Sandbox.stop_processes``, checked by the backend; a task listed in the env's
@@ -18,8 +21,10 @@ shells, loader, start-up hooks and their configuration as the image has them, el
 container of the task's image holding every other change). Whatever the tests (or kept
 processes) started is killed before the reward file is read, so nothing writes it afterwards.
 
-A missing, empty, non-numeric or non-finite reward, or a verifier past its timeout, is a
-*grading error*: reward 0 with ``error`` set. It is the policy's outcome under the sandbox
+Harbor layout: ``reward.txt`` wins over ``reward.json`` (whose numeric keys, ``reward`` aside, then
+go to ``extra``); a reward outside [0, 1] is kept and flagged (``reward_out_of_range``).
+A missing, empty, non-numeric or non-finite reward, a ``reward.json`` alone without a ``reward``
+key, or a verifier past its timeout, is a *grading error*: reward 0 with ``error`` set. It is the policy's outcome under the sandbox
 contract (it may have deleted its work or broken what the tests need), and trains; the sweep
 counts it apart from a plain 0 so that broken tasks show. An infrastructure failure raises
 ``SandboxError``; a process that outlives the kill raises ``SandboxDamagedError`` (the policy's
@@ -46,6 +51,9 @@ LOGS_DIR = "/logs/verifier"
 _SUMMARY = re.compile(r"=+ short test summary info =+")
 _STATUS = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+)", re.M)
 _PASSING = {"PASSED", "XFAIL", "SKIPPED"}
+_FINAL = re.compile(r"^=+ (.* in [\d.]+s.*?) =+$", re.M)
+"""pytest's last line: ``==== 1 failed, 2 passed in 0.05s ====``."""
+_FAILURES = re.compile(r"\b\d+ (failed|errors?)\b")
 
 
 @dataclass
@@ -65,6 +73,9 @@ class VerifierReport:
         kept_processes: True when the task kept the agent's processes for its tests.
         fresh_sandbox: True when the verifier ran in a fresh sandbox, not the agent's.
         withheld: changed paths of the agent kept from that fresh sandbox, and why (at most 50).
+        reward_out_of_range: the reward read is outside [0, 1]; it is kept as read (Harbor
+            allows any float, and GRPO's group-normalised advantage works with any), flagged so
+            that a task scoring on another scale shows.
     """
 
     reward: float = 0.0
@@ -78,13 +89,15 @@ class VerifierReport:
     kept_processes: bool = False
     fresh_sandbox: bool = False
     withheld: dict[str, str] = field(default_factory=dict)
+    reward_out_of_range: bool = False
 
     def as_info(self) -> dict[str, Any]:
         """The report as plain data for ``info["grading"]``."""
         return {"reward": self.reward, "extra": self.extra, "error": self.error, "exit_code": self.exit_code,
                 "timed_out": self.timed_out, "output_tail": self.output_tail, "duration_s": round(self.duration_s, 3),
                 "stopped_processes": self.stopped_processes, "kept_processes": self.kept_processes,
-                "fresh_sandbox": self.fresh_sandbox, "withheld": self.withheld}
+                "fresh_sandbox": self.fresh_sandbox, "withheld": self.withheld,
+                "reward_out_of_range": self.reward_out_of_range}
 
 
 async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_processes: bool = False) -> VerifierReport:
@@ -135,22 +148,42 @@ async def _verify(sandbox: Sandbox, task: HarborTask, workdir: str) -> VerifierR
     elif task.layout == "harbor":
         await _read_reward(sandbox, report)
     else:
-        _parse_pytest(run.stdout + run.stderr, report)
+        _parse_pytest(run.stdout, report)
     return report
 
 
 async def _read_reward(sandbox: Sandbox, report: VerifierReport) -> None:
-    json_text = await _fetch(sandbox, f"{LOGS_DIR}/reward.json")
-    if json_text is not None:
-        reward, report.extra, report.error = parse_reward_json(json_text)
-        report.reward = reward if report.error is None else 0.0
-        return
+    """As Harbor reads them: ``reward.txt`` first; ``reward.json`` only without it (then its
+    ``reward`` key is the reward), else its numeric keys other than ``reward`` go to ``extra``."""
     text = await _fetch(sandbox, f"{LOGS_DIR}/reward.txt")
-    if text is None:
+    json_text = await _fetch(sandbox, f"{LOGS_DIR}/reward.json")
+    if text is not None:
+        reward, report.error = parse_reward_text(text)
+        if json_text is not None:
+            report.extra = json_extra(json_text)
+    elif json_text is not None:
+        reward, report.extra, report.error = parse_reward_json(json_text)
+    else:
         report.error = f"the verifier wrote neither {LOGS_DIR}/reward.txt nor reward.json"
         return
-    reward, report.error = parse_reward_text(text)
     report.reward = reward if report.error is None else 0.0
+    report.reward_out_of_range = report.error is None and not 0.0 <= reward <= 1.0
+
+
+def json_extra(data: bytes) -> dict[str, Any]:
+    """The finite numbers of a ``reward.json`` beside a ``reward.txt``, its ``reward`` key aside
+    (the reward is reward.txt's); nothing when it is not a JSON object."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if k != "reward" and _finite_number(v)}
+
+
+def _finite_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
 
 
 def parse_reward_text(data: bytes) -> tuple[float, str | None]:
@@ -172,7 +205,7 @@ def parse_reward_json(data: bytes) -> tuple[float, dict[str, Any], str | None]:
         return 0.0, {}, f"reward.json is not JSON: {exc}"
     if not isinstance(value, dict):
         return 0.0, {}, "reward.json is not an object"
-    bad = [k for k, v in value.items() if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)]
+    bad = [k for k, v in value.items() if not _finite_number(v)]
     if bad:
         return 0.0, {}, f"reward.json has non-numeric or non-finite values: {', '.join(bad[:5])}"
     if "reward" not in value:
@@ -181,17 +214,27 @@ def parse_reward_json(data: bytes) -> tuple[float, dict[str, Any], str | None]:
     return float(value["reward"]), extra, None
 
 
-def _parse_pytest(output: str, report: VerifierReport) -> None:
-    parts = _SUMMARY.split(output, maxsplit=1)
+def _parse_pytest(stdout: str, report: VerifierReport) -> None:
+    """TB1's ``-rA`` summary, from ``stdout`` alone (the agent's program can write to the verifier's
+    stderr through ``/proc/<ppid>/fd/2``): a test listed with a failing status anywhere in it
+    failed, whatever else claims it passed; 1 only when every listed test passed, pytest's final
+    line counts no failure or error, and ``run-tests.sh`` exited 0."""
+    parts = _SUMMARY.split(stdout, maxsplit=1)
     if len(parts) < 2:
         report.error = "no pytest 'short test summary info' in the verifier's output (run with -rA)"
         return
-    statuses = {name.split("::")[-1]: status for status, name in _STATUS.findall(parts[1])}
+    statuses: dict[str, str] = {}
+    for status, name in _STATUS.findall(parts[1]):
+        test = name.split("::")[-1]
+        if statuses.get(test, "PASSED") in _PASSING:  # the worst status seen wins, not the last
+            statuses[test] = status
     if not statuses:
         report.error = "the pytest summary lists no test"
         return
+    final = _FINAL.findall(parts[1])
     report.extra = {"tests": statuses}
-    report.reward = float(all(s in _PASSING for s in statuses.values()))
+    report.reward = float(all(s in _PASSING for s in statuses.values()) and report.exit_code == 0
+                          and not (final and _FAILURES.search(final[-1])))
 
 
 async def _fetch(sandbox: Sandbox, path: str) -> bytes | None:
