@@ -55,9 +55,24 @@ PY_DIR_GLOBS = ("/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3
                 "/usr/local/lib/python3.*", "/usr/lib/python3.*")
 """Folders Python imports from (the standard library's last: it comes first on ``sys.path``)."""
 _HOOK = re.compile(r"^(sitecustomize|usercustomize)(\..*)?$")
-_STDLIB = re.compile(r"^/usr(/local)?/lib/python3[^/]*/(?!(site|dist)-packages(/|$))")
 _HOME_DOT = re.compile(r"^/(root|home/[^/]+)/\.")
-_SITE_DIR = re.compile(r"^/usr(/local)?/lib/python3[^/]*/(site|dist)-packages$")
+_SITE = re.compile(r"/(site|dist)-packages(/|$)")
+"""A Python package folder, wherever it is (a venv the image made under ``/opt``, conda's)."""
+_PY_LIB = re.compile(r"/lib/python3[^/]*(/|$)")
+"""An interpreter's library folder (``<prefix>/lib/python3.X``: its standard library)."""
+_SITE_DIR = re.compile(r"/(site|dist)-packages$")
+
+
+def python_folder(path: str) -> bool:
+    """True when ``path`` is in a folder Python imports from, wherever its prefix: a
+    ``site-packages``/``dist-packages`` folder, or an interpreter's ``lib/python3*``."""
+    return bool(_SITE.search(path) or _PY_LIB.search(path))
+
+
+def _stdlib(path: str) -> bool:
+    """In an interpreter's ``lib/python3*`` folder, outside its package folders (whose modules
+    the standard library's come before on ``sys.path``)."""
+    return bool(_PY_LIB.search(path)) and not _SITE.search(path)
 
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:
@@ -113,13 +128,20 @@ class ToolchainRules:
             return "configuration of the verifier's tools"
         if _HOME_DOT.match(path):
             return "a dotfile of a home folder"
-        if not _under(path, self.code_roots):
+        if name.endswith(".pth") and not entry.is_dir:
+            # even a path-only line appends a folder to sys.path, say one holding a sitecustomize.py
+            return "a .pth file (Python's site module reads it at start-up)"
+        if _under(path, self.code_roots):
+            if entry.replaces_image_file:
+                return "an image file in a system code folder"
+        elif python_folder(path):
+            if entry.replaces_image_file:
+                return "an image file in a Python import folder"
+        else:
             return None
-        if entry.replaces_image_file:
-            return "an image file in a system code folder"
         if name.endswith((".pyc", ".pyo")):
             return "compiled Python"
-        if _STDLIB.match(path):
+        if _stdlib(path):
             return "a module in a standard library folder"
         if _under(path, self.library_dirs):
             return "a library on LD_LIBRARY_PATH"
@@ -133,9 +155,10 @@ class ToolchainRules:
             return []
         if parent in self.path_dirs:
             return [f"{d}/{name}" for d in self.path_dirs]
-        if _SITE_DIR.match(parent) and not name.endswith((".dist-info", ".egg-info", ".pth", ".egg-link")):
-            module = name.split(".")[0]
-            return [f"{g}/{module}{suffix}" for g in PY_DIR_GLOBS for suffix in ("", ".py", ".*.so", ".so")]
+        if _SITE_DIR.search(parent) and not name.endswith((".dist-info", ".egg-info", ".pth", ".egg-link")):
+            module = name.split(".")[0]  # its own folder too: an extension module comes before a .py
+            return [f"{g}/{module}{suffix}" for g in dict.fromkeys((parent, *PY_DIR_GLOBS))
+                    for suffix in ("", ".py", ".*.so", ".so")]
         return []
 
 

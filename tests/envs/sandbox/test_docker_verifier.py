@@ -45,6 +45,35 @@ def test_rules_keep_the_toolchain_and_nothing_else(path: str, in_image: bool, wh
     assert RULES.reason(entry(path, in_image=in_image)) == why
 
 
+VENV = "/opt/venv/lib/python3.13/site-packages"
+
+
+@pytest.mark.parametrize(("path", "in_image", "why"), [
+    # a venv the image made, whose bin/ is on PATH: pytest's own code, patched to os._exit(0)
+    (f"{VENV}/pytest/__init__.py", True, "an image file in a Python import folder"),
+    (f"{VENV}/_pytest/main.py", True, "an image file in a Python import folder"),
+    ("/srv/tools/lib/python3.12/site-packages/pluggy/_hooks.py", True, "an image file in a Python import folder"),
+    ("/opt/conda/lib/python3.11/json/__init__.py", True, "an image file in a Python import folder"),
+    ("/opt/conda/lib/python3.11/pytest.py", False, "a module in a standard library folder"),
+    (f"{VENV}/_pytest/__pycache__/main.cpython-313.pyc", False, "compiled Python"),
+    # a path-only .pth appends a folder to sys.path (one holding a sitecustomize.py, say)
+    (f"{VENV}/zz.pth", False, "a .pth file (Python's site module reads it at start-up)"),
+    ("/usr/lib/python3/dist-packages/distutils-precedence.pth", True,
+     "a .pth file (Python's site module reads it at start-up)"),
+    (f"{VENV}/newpkg/__init__.py", False, None),  # new, shadowing nothing (checked in the image later)
+    ("/opt/venv/pyvenv.cfg", True, None),  # not an import folder, not on PATH
+    ("/app/.venv/lib/python3.13/site-packages/pytest/__init__.py", True, None),  # the workdir is the agent's
+    ("/app/x.pth", False, None),
+])
+def test_every_python_import_folder_is_the_verifiers(path: str, in_image: bool, why: str | None) -> None:
+    assert RULES.reason(entry(path, in_image=in_image)) == why
+
+
+def test_new_modules_in_any_site_folder_are_checked_for_shadowing() -> None:
+    patterns = RULES.shadow_patterns(entry(f"{VENV}/pytest.cpython-313-x86_64-linux-gnu.so"))
+    assert f"{VENV}/pytest.py" in patterns and f"{VENV}/pytest" in patterns
+
+
 def test_a_folder_of_the_image_holding_changes_is_judged_by_its_entries() -> None:
     assert RULES.reason(entry("/usr/bin", in_image=True, is_dir=True, image_dir=True)) is None
     opaque = LayerEntry("/usr/lib/x", "/nonexistent", False, True, True, True, True)  # deleted and made again
