@@ -7,16 +7,19 @@ made to its image (``docker_layer.py``, read on the host) are sorted by :class:`
 
 - **never carried** (the verifier sees the image's version, or nothing): a file the image has
   under the system code roots (``/bin``, ``/sbin``, ``/lib*``, ``/usr``, and the image's own
-  ``PATH``, ``PYTHONPATH`` and ``LD_LIBRARY_PATH`` folders), modified or deleted; Python start-up
-  hooks anywhere (``sitecustomize``, ``usercustomize``; a ``.pth`` with an ``import`` line; a
-  ``pytest11`` entry point); files at the filesystem root (``/pytest.ini``, ``/conftest.py``);
+  ``PATH``, ``PYTHONPATH`` and ``LD_LIBRARY_PATH`` folders) or in any folder Python imports from
+  (every ``site-packages``/``dist-packages``, every ``<prefix>/lib/python3*``: a venv the image
+  made under ``/opt``, conda's), modified or deleted; Python start-up hooks anywhere
+  (``sitecustomize``, ``usercustomize``; every ``.pth``, since even a path line can put a folder
+  holding a ``sitecustomize`` on ``sys.path``; a ``pytest11`` entry point); files at the filesystem root (``/pytest.ini``, ``/conftest.py``);
   compiled Python and new modules of a standard library folder (ahead of site-packages); the
   configuration of the loader, shell, Python, pip, uv, apt and git (``/etc/ld.so.*``,
   ``/etc/profile*``, ``/etc/python3*``, ``/etc/apt``, ...); every dotfile of a home folder;
   and a new file on ``PATH`` or in a Python folder that *shadows* one the image has elsewhere
   (``/usr/local/bin/python3`` before ``/usr/bin/python3``);
-- **carried**: everything else, new files in the code roots included, deletions too. The
-  workdir is the agent's: all of it is carried.
+- **carried**: everything else, new files in the code roots and package folders included (a new
+  package the agent installed), deletions too. The workdir is the agent's: all of it is carried
+  (a ``.pth`` with an ``import`` line aside), a venv inside it included.
 
 When nothing falls in the first group the verifier runs in the agent's own container (after
 its processes are stopped); else in a fresh container of the image into which the carried
@@ -60,6 +63,7 @@ _SITE = re.compile(r"/(site|dist)-packages(/|$)")
 """A Python package folder, wherever it is (a venv the image made under ``/opt``, conda's)."""
 _PY_LIB = re.compile(r"/lib/python3[^/]*(/|$)")
 """An interpreter's library folder (``<prefix>/lib/python3.X``: its standard library)."""
+_IN_PY_LIB = re.compile(r"/lib/python3[^/]*/[^/]")
 _SITE_DIR = re.compile(r"/(site|dist)-packages$")
 
 
@@ -72,7 +76,7 @@ def python_folder(path: str) -> bool:
 def _stdlib(path: str) -> bool:
     """In an interpreter's ``lib/python3*`` folder, outside its package folders (whose modules
     the standard library's come before on ``sys.path``)."""
-    return bool(_PY_LIB.search(path)) and not _SITE.search(path)
+    return bool(_IN_PY_LIB.search(path)) and not _SITE.search(path)
 
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:

@@ -180,3 +180,21 @@ async def test_processes_are_stopped_unless_the_task_keeps_them(docker_available
     _, reward, info = await _play([*gold, bash("cp /bin/true /usr/bin/env")], TASKS, "service-task",
                                   keep_processes=["service-*"])
     assert reward == 0.0 and info["grading"]["fresh_sandbox"] is True, info["grading"]
+
+
+# venv-verifier's test.sh runs `pytest` from a venv the image made (/opt/venv/bin on PATH): its
+# code lives in /opt/venv/lib/python3.*/site-packages, outside /usr. Patched to exit 0 at import,
+# every run "passes" (this earned 1 before).
+VENV_PYTEST = """
+f=$(ls /opt/venv/lib/python3.*/site-packages/pytest/__init__.py)
+echo 'import os; os._exit(0)' >> "$f"; echo "replaced $f"
+"""
+
+
+async def test_a_patched_package_in_the_images_venv_earns_nothing(docker_available: bool) -> None:
+    observations, reward, info = await _play([bash(VENV_PYTEST)], TASKS, "venv-verifier")
+    assert "replaced" in observations[0], observations[0]
+    patched = observations[0].split("replaced ")[-1].split()[0]
+    assert reward == 0.0 and info["grading"]["error"] is None, info["grading"]
+    assert info["grading"]["fresh_sandbox"] is True
+    assert info["grading"]["withheld"].get(patched) == "an image file in a Python import folder", info["grading"]

@@ -69,6 +69,12 @@ def test_every_python_import_folder_is_the_verifiers(path: str, in_image: bool, 
     assert RULES.reason(entry(path, in_image=in_image)) == why
 
 
+def test_the_folders_above_a_package_folder_are_judged_by_their_entries() -> None:
+    for folder in ("/opt/venv/lib/python3.13", VENV, "/usr/lib/python3.13", f"{VENV}/pytest"):
+        assert RULES.reason(entry(folder, in_image=True, is_dir=True, image_dir=True)) is None, folder
+    assert RULES.reason(entry("/opt/venv/lib/python3.13", is_dir=True)) is None  # a venv the agent made
+
+
 def test_new_modules_in_any_site_folder_are_checked_for_shadowing() -> None:
     patterns = RULES.shadow_patterns(entry(f"{VENV}/pytest.cpython-313-x86_64-linux-gnu.so"))
     assert f"{VENV}/pytest.py" in patterns and f"{VENV}/pytest" in patterns

@@ -1,0 +1,2 @@
+def test_answer():
+    assert open("/app/answer.txt").read().strip() == "forty-two"
