@@ -110,9 +110,10 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     after the agent is done, where none of its changes reaches the verifier's tools (a fresh
     container of the image holding the rest when needed; ``docs/sandbox.md``), ``test.sh`` runs
     under the verifier timeout, whatever it started is killed, and the
-    reward is ``/logs/verifier/reward.txt`` or ``reward.json``'s ``reward`` (other keys in
-    ``info["grading"]["extra"]``); TB1: 1 when every pytest test passed. A missing or unreadable
-    reward, or a verifier timeout, is reward 0 with ``info["grading_error"]`` set.
+    reward is ``/logs/verifier/reward.txt``, else ``reward.json``'s ``reward`` (other keys in
+    ``info["grading"]["extra"]``; outside [0, 1] kept, flagged ``reward_out_of_range``); TB1: 1
+    when every pytest test listed on stdout passed and ``run-tests.sh`` exited 0. A missing or
+    unreadable reward, or a verifier timeout, is reward 0 with ``info["grading_error"]`` set.
 
     ## Episode end
     Terminated on ``submit``. Truncated after ``max_agent_turns`` turns (or the caller's lower
@@ -124,7 +125,9 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     ## Version history
     * v0: initial version (Harbor and TB1 layouts, offline builds, staged verifier fetches);
-      the verifier isolated from the agent's processes and tools (``keep_processes``).
+      the verifier isolated from the agent's processes and tools (``keep_processes``); every
+      Python import folder counted as the verifier's tools; ``reward.txt`` read before
+      ``reward.json``; TB1 graded on stdout, worst status and ``run-tests.sh``'s exit code.
     """
 
     config_class = HarborEnvConfig

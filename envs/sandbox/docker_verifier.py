@@ -11,8 +11,8 @@ made to its image (``docker_layer.py``, read on the host) are sorted by :class:`
   (every ``site-packages``/``dist-packages``, every ``<prefix>/lib/python3*``: a venv the image
   made under ``/opt``, conda's), modified or deleted; Python start-up hooks anywhere
   (``sitecustomize``, ``usercustomize``; every ``.pth``, since even a path line can put a folder
-  holding a ``sitecustomize`` on ``sys.path``; a ``pytest11`` entry point); files at the filesystem root (``/pytest.ini``, ``/conftest.py``);
-  compiled Python and new modules of a standard library folder (ahead of site-packages); the
+  holding a ``sitecustomize`` on ``sys.path``; a ``pytest11`` entry point); files at the
+  filesystem root (``/pytest.ini``, ``/conftest.py``); compiled Python and new modules of a standard library folder (ahead of site-packages); the
   configuration of the loader, shell, Python, pip, uv, apt and git (``/etc/ld.so.*``,
   ``/etc/profile*``, ``/etc/python3*``, ``/etc/apt``, ...); every dotfile of a home folder;
   and a new file on ``PATH`` or in a Python folder that *shadows* one the image has elsewhere
