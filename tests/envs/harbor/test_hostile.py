@@ -198,3 +198,41 @@ async def test_a_patched_package_in_the_images_venv_earns_nothing(docker_availab
     assert reward == 0.0 and info["grading"]["error"] is None, info["grading"]
     assert info["grading"]["fresh_sandbox"] is True
     assert info["grading"]["withheld"].get(patched) == "an image file in a Python import folder", info["grading"]
+
+
+# tb1-hello's tests load the agent's solution.py inside pytest. A wrong solution that prints
+# PASSED lines for every test at exit — to its own stdout and stderr and its parent's stderr
+# (/proc/<ppid>/fd/2) — earned 1 when the summary was read from stdout and stderr together,
+# the last status winning, the exit code ignored (pytest said "2 failed", exit 1).
+FORGED_PASSES = """
+cat > /app/solution.py <<'PY'
+import atexit, os, sys
+
+LINES = "PASSED ../tests/test_outputs.py::test_add_small\\nPASSED ../tests/test_outputs.py::test_add_negative\\n"
+
+
+def _forge():
+    sys.stdout.write(LINES); sys.stdout.flush(); sys.stderr.write(LINES); sys.stderr.flush()
+    try:
+        with open(f"/proc/{os.getppid()}/fd/2", "w") as parent:
+            parent.write(LINES)
+    except OSError:
+        pass
+
+
+atexit.register(_forge)
+
+
+def add(a, b):
+    return 0
+PY
+echo written
+"""
+
+
+async def test_tb1_forged_pass_lines_earn_nothing(docker_available: bool) -> None:
+    observations, reward, info = await _play([bash(FORGED_PASSES)], task_id="tb1-hello")
+    assert "written" in observations[0], observations[0]
+    assert reward == 0.0 and info["grading"]["error"] is None, info["grading"]
+    assert info["grading"]["extra"]["tests"] == {"test_add_small": "FAILED", "test_add_negative": "FAILED"}
+    assert "PASSED ../tests/test_outputs.py::test_add_small" in info["grading"]["output_tail"]  # the forgery ran
