@@ -21,13 +21,14 @@ Two layouts load into one :class:`HarborTask`:
 from __future__ import annotations
 
 import glob
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gymfleet.envs.errors import TaskError
 
@@ -62,8 +63,16 @@ class EnvironmentSection(_Strict):
     """Memory limit of the sandbox, MiB."""
     storage_mb: int = Field(default=10240, ge=1)
     """Writable space of the sandbox, MiB (the sandbox's ``disk_mb``)."""
+    memory: str | None = None
+    """Memory limit with a unit (``"2G"``, ``"512M"``), as TB2's task files give it; when set it
+    replaces ``memory_mb`` (as in Harbor, which keeps it beside ``memory_mb`` for old tasks)."""
+    storage: str | None = None
+    """Writable space with a unit (``"10G"``); when set it replaces ``storage_mb``."""
     gpus: int = Field(default=0, ge=0)
     """GPUs the task needs; a task asking for any is refused."""
+    gpu_types: list[str] | None = None
+    """GPU models the task accepts (Harbor's scheduling hint); read only with ``gpus`` > 0, which
+    is refused anyway."""
     allow_internet: bool = True
     """Harbor's default; here every sandbox runs without network (``info`` says so)."""
     workdir: str | None = None
@@ -74,6 +83,37 @@ class EnvironmentSection(_Strict):
     """MCP servers of the task; a task listing any is refused."""
     skills_dir: str | None = None
     """Harbor's skills folder; unused."""
+
+    @field_validator("memory", "storage")
+    @classmethod
+    def _has_a_unit(cls, value: str | None) -> str | None:
+        if value is not None:
+            size_to_mb(value)
+        return value
+
+    @model_validator(mode="after")
+    def _sizes_in_mb(self) -> EnvironmentSection:
+        if self.memory is not None:
+            self.memory_mb = max(size_to_mb(self.memory), 64)
+        if self.storage is not None:
+            self.storage_mb = max(size_to_mb(self.storage), 1)
+        return self
+
+
+_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def size_to_mb(size: str) -> int:
+    """``"2G"`` -> 2048: a size with a unit (K, M, G or T, optionally followed by ``B`` or ``i``,
+    binary multiples as in Harbor) in MiB, rounded down.
+
+    Raises:
+        ValueError: no number or no known unit (the message gives the accepted form).
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:i?B?)\s*", size.upper())
+    if match is None:
+        raise ValueError(f"{size!r} is not a size: write a number and a unit, e.g. '2G' or '512M'")
+    return int(float(match.group(1)) * _UNITS_MB[match.group(2)])
 
 
 class VerifierSection(_Strict):

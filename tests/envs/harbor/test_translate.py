@@ -118,3 +118,25 @@ def test_rewards_parse_as_harbor_reads_them() -> None:
     assert parse_reward_json(b'{"reward": 1, "tests": 3}') == (1.0, {"tests": 3}, None)
     assert parse_reward_json(b'{"score": 1}')[2] == "reward.json has no 'reward' key (keys: score)"
     assert parse_reward_json(b'{"reward": "1"}')[2] is not None and parse_reward_json(b"[1]")[2] is not None
+
+
+def _harbor_task(folder: Path, toml: str, instruction: bytes = b"Do it.\n") -> Path:
+    (folder / "tests").mkdir(parents=True)
+    (folder / "instruction.md").write_bytes(instruction)
+    (folder / "tests/test.sh").write_text("true")
+    (folder / "task.toml").write_text(toml)
+    return folder
+
+
+def test_official_tb2_environment_keys_load_as_harbor_reads_them(tmp_path: Path) -> None:
+    # TB2's task.toml files give memory and storage with units, and gpu_types beside gpus = 0
+    toml = '[environment]\nmemory = "2G"\nstorage = "10G"\ncpus = 1\ngpus = 0\ngpu_types = ["H100", "A100"]\n'
+    task = load_task(_harbor_task(tmp_path / "tb2", toml))
+    assert (task.memory_mb, task.storage_mb, task.refusal) == (2048, 10240, None)
+    half = load_task(_harbor_task(tmp_path / "half", '[environment]\nmemory = "512M"\nstorage_mb = 700\n'))
+    assert (half.memory_mb, half.storage_mb) == (512, 700)
+    gpu = load_task(_harbor_task(tmp_path / "gpu", '[environment]\ngpus = 1\ngpu_types = ["H100"]\n'))
+    assert gpu.refusal == "needs 1 GPU(s); sandboxes here have none"
+    with pytest.raises(TaskError, match="environment.memory") as caught:
+        load_task(_harbor_task(tmp_path / "bad", '[environment]\nmemory = "lots"\n'))
+    assert "\n" not in str(caught.value)
