@@ -140,3 +140,17 @@ def test_official_tb2_environment_keys_load_as_harbor_reads_them(tmp_path: Path)
     with pytest.raises(TaskError, match="environment.memory") as caught:
         load_task(_harbor_task(tmp_path / "bad", '[environment]\nmemory = "lots"\n'))
     assert "\n" not in str(caught.value)
+
+
+def test_verifier_fetches_split_over_continuation_lines_are_found() -> None:
+    # TB2's test.sh files split the uvx line with backslashes; read line by line nothing was
+    # staged and uvx failed offline at grading ("No interpreter found for Python 3.13")
+    script = ("#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\n"
+              "# a comment ending in a backslash is no continuation \\\n"
+              "uvx \\\n  -p 3.13 \\\n  -w pytest==8.4.1 \\\n  -w pytest-json-ctrf==0.3.5 \\\n"
+              "  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+              "pip install \\\n    numpy==2.1.0\n")
+    staging = verifier_staging(script)
+    assert staging.uv_version == "0.9.5" and staging.apt_packages == ["python3"]
+    assert staging.replay == ["uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --version",
+                              "pip install numpy==2.1.0"]
