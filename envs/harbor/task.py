@@ -21,6 +21,7 @@ Two layouts load into one :class:`HarborTask`:
 from __future__ import annotations
 
 import glob
+import logging
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gymfleet.envs.errors import TaskError
 
+log = logging.getLogger(__name__)
 
 class NoSolutionError(TaskError, NotImplementedError):
     """The task has no solution script, so no gold policy (``check_env`` skips such tasks)."""
@@ -226,7 +228,7 @@ def _load_harbor(path: Path) -> HarborTask:
         if not (path / required).is_file():
             raise TaskError(f"task {path.name!r} ({path}) has no {required}")
     try:
-        config = HarborTaskToml.model_validate(tomllib.loads((path / "task.toml").read_text()))
+        config = HarborTaskToml.model_validate(tomllib.loads(_read(path, "task.toml")))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"task {path.name!r}: task.toml is not valid TOML: {exc}") from exc
     except ValidationError as exc:
@@ -234,7 +236,7 @@ def _load_harbor(path: Path) -> HarborTask:
     env = config.environment
     context = path / "environment"
     return HarborTask(
-        name=path.name, path=path, layout="harbor", instruction=(path / "instruction.md").read_text(),
+        name=path.name, path=path, layout="harbor", instruction=_read(path, "instruction.md"),
         agent_timeout_s=config.agent.timeout_sec, verifier_timeout_s=config.verifier.timeout_sec,
         build_timeout_s=env.build_timeout_sec, cpus=env.cpus, memory_mb=env.memory_mb,
         storage_mb=env.storage_mb, allow_internet=env.allow_internet, verifier_env=config.verifier.env,
@@ -259,7 +261,7 @@ def _load_tb1(path: Path) -> HarborTask:
         if not (path / required).is_file():
             raise TaskError(f"task {path.name!r} ({path}) has no {required}")
     try:
-        config = TB1TaskYaml.model_validate(yaml.safe_load((path / "task.yaml").read_text()) or {})
+        config = TB1TaskYaml.model_validate(yaml.safe_load(_read(path, "task.yaml")) or {})
     except yaml.YAMLError as exc:
         raise TaskError(f"task {path.name!r}: task.yaml is not valid YAML: {exc}") from exc
     except ValidationError as exc:
@@ -291,6 +293,14 @@ def _tb1_compose_refusal(compose: Path) -> str | None:
     return None
 
 
+def _read(task: Path, name: str) -> str:
+    try:
+        return (task / name).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"task {task.name!r}: {name} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                        f"offset {exc.start}): re-save it as UTF-8") from exc
+
+
 def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
@@ -320,8 +330,13 @@ def _is_task(path: Path) -> bool:
 def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str, HarborTask]:
     """Every task under ``path`` (see :func:`task_folders`), or only ``task_ids``, by name.
 
+    In a folder of tasks (or a glob) a malformed task is skipped with one warning naming it and
+    why, so that one bad task does not block a corpus; a task named in ``task_ids``, or the one
+    task ``path`` names, is not skipped.
+
     Raises:
-        TaskError: no task, a named task is missing, two folders share a name, or one is malformed.
+        TaskError: no task, no valid task, a named task is missing or malformed, or two folders
+            share a name.
     """
     folders = task_folders(path)
     by_name: dict[str, Path] = {}
@@ -334,4 +349,17 @@ def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str,
         if missing:
             raise TaskError(f"no task {', '.join(map(repr, missing))} at {path}; known: {', '.join(sorted(by_name)[:20])}")
         by_name = {t: by_name[t] for t in task_ids}
-    return {name: load_task(folder) for name, folder in sorted(by_name.items())}
+    if task_ids is not None or _is_task(Path(path)):
+        return {name: load_task(folder) for name, folder in sorted(by_name.items())}
+    tasks: dict[str, HarborTask] = {}
+    invalid: list[str] = []
+    for name, folder in sorted(by_name.items()):
+        try:
+            tasks[name] = load_task(folder)
+        except TaskError as exc:
+            reason = " ".join(str(exc).split())
+            invalid.append(reason)
+            log.warning("skipping task %r: %s", name, reason.removeprefix(f"task {name!r}: "))
+    if not tasks:
+        raise TaskError(f"no valid task at {path}: {len(invalid)} invalid, e.g. {invalid[0]}")
+    return tasks

@@ -154,3 +154,23 @@ def test_verifier_fetches_split_over_continuation_lines_are_found() -> None:
     assert staging.uv_version == "0.9.5" and staging.apt_packages == ["python3"]
     assert staging.replay == ["uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --version",
                               "pip install numpy==2.1.0"]
+
+
+def test_a_folder_of_tasks_loads_the_good_ones_and_warns_of_each_bad_one(tmp_path: Path, caplog) -> None:
+    _harbor_task(tmp_path / "good", "[verifier]\ntimeout_sec = 5\n")
+    _harbor_task(tmp_path / "bad-toml", "[verifier]\ntimeout_secs = 5\n")
+    _harbor_task(tmp_path / "latin1", "", instruction="Café\n".encode("latin-1"))
+    with caplog.at_level("WARNING", logger="gymfleet.envs.harbor.task"):
+        assert list(load_tasks(tmp_path)) == ["good"]
+    warned = sorted(r.getMessage() for r in caplog.records)
+    assert len(warned) == 2 and all("\n" not in w for w in warned)
+    assert warned[0].startswith("skipping task 'bad-toml'") and "verifier.timeout_secs" in warned[0]
+    assert warned[1].startswith("skipping task 'latin1'") and "instruction.md is not UTF-8" in warned[1]
+    with pytest.raises(TaskError, match="instruction.md is not UTF-8") as caught:
+        load_task(tmp_path / "latin1")
+    assert "\n" not in str(caught.value)
+    with pytest.raises(TaskError, match="bad-toml"):  # a task named explicitly is not skipped
+        load_tasks(tmp_path, ["good", "bad-toml"])
+    (tmp_path / "good/task.toml").write_text("[agent\n")
+    with pytest.raises(TaskError, match="no valid task at .*: 3 invalid"):
+        load_tasks(tmp_path)
