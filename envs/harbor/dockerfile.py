@@ -77,8 +77,11 @@ def nearest_python_suite(version: str) -> str:
 
 
 def substitute(image: str) -> Base | None:
-    """The base that stands in for the public ``image``, or None when there is none."""
-    ref = image.lower()
+    """The base that stands in for the public ``image``, or None when there is none.
+
+    A digest (``ubuntu:24.04@sha256:...``) is ignored: the substitute is the tag's stand-in
+    either way, and the caller records the original reference, digest included."""
+    ref = image.lower().partition("@")[0]
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     name = repo.split("/")[-1]
     if repo.startswith("ghcr.io/laude-institute/t-bench/"):

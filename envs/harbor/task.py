@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -306,11 +307,13 @@ def _errors(exc: ValidationError) -> str:
 
 
 def task_folders(path: str | Path) -> list[Path]:
-    """The task folders ``path`` names: a task folder, a folder of task folders, or a glob.
+    """The task folders ``path`` names: a task folder, a folder of task folders, or a glob
+    (``~`` expanded).
 
     Raises:
         TaskError: nothing matches.
     """
+    path = os.path.expanduser(str(path))
     matches = [Path(p) for p in sorted(glob.glob(str(path)))] if any(c in str(path) for c in "*?[") else [Path(path)]
     found: list[Path] = []
     for match in matches:
@@ -349,7 +352,7 @@ def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str,
         if missing:
             raise TaskError(f"no task {', '.join(map(repr, missing))} at {path}; known: {', '.join(sorted(by_name)[:20])}")
         by_name = {t: by_name[t] for t in task_ids}
-    if task_ids is not None or _is_task(Path(path)):
+    if task_ids is not None or _is_task(Path(os.path.expanduser(str(path)))):
         return {name: load_task(folder) for name, folder in sorted(by_name.items())}
     tasks: dict[str, HarborTask] = {}
     invalid: list[str] = []

@@ -174,3 +174,20 @@ def test_a_folder_of_tasks_loads_the_good_ones_and_warns_of_each_bad_one(tmp_pat
     (tmp_path / "good/task.toml").write_text("[agent\n")
     with pytest.raises(TaskError, match="no valid task at .*: 3 invalid"):
         load_tasks(tmp_path)
+
+
+def test_a_digest_pinned_from_is_substituted_and_the_digest_recorded() -> None:
+    digest = "sha256:" + "ab" * 32
+    result = translate(f"FROM ubuntu:24.04@{digest}\nFROM python:3.12-slim@{digest} AS b\n", {})
+    assert result.bases == ["base-trixie", "base-trixie"]
+    assert result.substitutions[0] == f"ubuntu:24.04@{digest} -> gymfleet/base-trixie"
+    assert result.substitutions[1].startswith(f"python:3.12-slim@{digest} -> gymfleet/base-trixie (+")
+    with pytest.raises(UnbuildableError, match=r"FROM nvcr.io/nvidia/cuda:12@sha256:\w+ cannot be pulled"):
+        translate(f"FROM nvcr.io/nvidia/cuda:12@{digest}\n", {})
+
+
+def test_a_path_under_home_is_expanded(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _harbor_task(tmp_path / "tasks/one", "")
+    assert list(load_tasks("~/tasks")) == ["one"] and list(load_tasks("~/tasks/o*")) == ["one"]
+    assert list(load_tasks("~/tasks/one")) == ["one"]
