@@ -8,6 +8,12 @@ tmpfs (Docker's archive API, which
 ``put_file``/``get_file`` use, sees volumes, not ``--tmpfs`` mounts; the volumes go with the
 container). A workdir the image already fills (SWE repositories) is left on the container's
 layer: a tmpfs over it would hide the files, and copying them in would cost every start.
+
+The commands' output folder (``EXEC_ROOT``) is mode 1777 like /tmp, on either path, so that an
+image whose ``USER`` is not root can run commands: each command makes its own sub-folder, and the
+sticky bit keeps a non-root command from removing or renaming what root (a verifier's command)
+made there. Every command of a sandbox runs as the same user, so the bit does not part one
+agent command from another; none needs to be: they are all the agent's.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from docker.types import DriverConfig, Mount
 from gymfleet.envs.errors import SandboxStartError
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec, owner_labels
 from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT, KEEPALIVE_ARGV
+from gymfleet.envs.sandbox.docker_files import folder_archive
 
 COMMAND_ENV = {"PYTHONUNBUFFERED": "1"}
 """Every command's environment (a spec's ``env`` may override): Python prints at once, so output
@@ -88,7 +95,7 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, 
 
 
 def _tmpfs_volume(target: str, size_mb: int) -> Mount:
-    mode = "1777" if target == "/tmp" else "755"
+    mode = "1777" if target in ("/tmp", EXEC_ROOT) else "755"
     driver = DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size_mb}m,mode={mode}"})
     return Mount(target=target, source=None, type="volume", driver_config=driver)
 
@@ -115,6 +122,8 @@ def create_container(
             f"pids_limit, disk_mb against this host): {exc}"
         ) from exc
     try:
+        if facts.quota:  # on the container's layer: made before the start, as the image's user cannot
+            container.put_archive("/", folder_archive(EXEC_ROOT, 0o1777))
         container.start()
         started_at = client.api.inspect_container(container.id)["State"]["StartedAt"]
     except docker.errors.APIError as exc:
