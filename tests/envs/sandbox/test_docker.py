@@ -336,9 +336,11 @@ async def test_a_workdir_of_tmp_starts(backend: DockerBackend, terminal_image: s
 
 @pytest.fixture(scope="module")
 def nobody_image(backend: DockerBackend, terminal_image: str) -> str:
-    """The terminal image with ``USER nobody`` (a Harbor task's non-root image)."""
+    """The terminal image with ``USER nobody`` and an empty ``/work`` of its own, mode 0750 (a
+    Harbor task's non-root image)."""
     tag = f"gymfleet-test/user-nobody:{terminal_image.rpartition(':')[2]}"
-    dockerfile = f"FROM {terminal_image}\nUSER nobody\n".encode()
+    dockerfile = (f"FROM {terminal_image}\nRUN mkdir /work && chown nobody /work && chmod 750 /work\n"
+                  "USER nobody\n").encode()
     backend.client().images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True, network_mode="none")
     return tag
 
@@ -359,6 +361,18 @@ async def test_an_image_with_a_non_root_user_runs_commands(backend: DockerBacken
         tamper = await sb.exec(f"rm -rf {EXEC_ROOT}/root-made; mv {EXEC_ROOT}/root-made /tmp/x; "
                                f"mv {EXEC_ROOT} /run/moved; test -d {EXEC_ROOT}/root-made && echo intact")
         assert tamper.stdout == "intact\n", tamper
+
+
+@pytest.mark.docker
+async def test_a_non_root_user_s_own_empty_workdir_stays_its_own(nobody_image: str) -> None:
+    # the workdir's tmpfs volume was root's, 0755: the image's user could not write its own workdir
+    backend = DockerBackend()  # learns this image's workdir afresh
+    try:
+        async with backend.create(SandboxSpec(image=nobody_image, workdir="/work"), labels()) as sb:
+            result = await sb.exec("touch x && stat -c '%U %a' .")
+            assert result.ok and result.stdout == "nobody 750\n", result
+    finally:
+        backend._gc_sync(RUN_ID, expired_only=False)
 
 
 @pytest.mark.docker

@@ -15,7 +15,7 @@ import docker.errors
 import pytest
 
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
-from gymfleet.envs.sandbox.docker_container import StorageFacts, container_options, create_container
+from gymfleet.envs.sandbox.docker_container import FolderOwner, StorageFacts, container_options, create_container
 from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT
 
 CREATE_S = 0.2  # what one create takes on the fake daemon
@@ -117,3 +117,11 @@ def test_the_exec_folder_is_usable_by_an_image_s_non_root_user() -> None:
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         (member,) = tar.getmembers()
     assert (path, member.name, member.isdir(), member.mode, member.uid) == ("/", EXEC_ROOT.lstrip("/"), True, 0o1777, 0)
+
+
+def test_an_empty_workdir_s_volume_keeps_the_image_s_owner_and_mode() -> None:
+    spec = SandboxSpec(image="gymfleet/base:test", workdir="/work/")
+    owner = FolderOwner(uid=65534, gid=65534, mode=0o750)
+    options = container_options(spec, SandboxLabels(run_id="t"), quota=False, tmpfs_workdir=True, workdir_owner=owner)
+    o = {m["Target"]: m["VolumeOptions"]["DriverConfig"]["Options"]["o"] for m in options["mounts"]}
+    assert o["/work"].endswith("mode=750,uid=65534,gid=65534") and o["/tmp"].endswith("mode=1777,uid=0,gid=0")
