@@ -65,14 +65,17 @@ def needs(task: HarborTask) -> str:
 
 
 def reason_key(reason: str) -> str:
-    """A reason reduced to its kind, for counting (the full text stays in the row)."""
+    """A reason reduced to its kind, for counting (the full text stays in the row): the task's
+    name is dropped (``task 'x': task.toml does not validate: ...`` -> ``task.toml does not
+    validate``)."""
+    reason = re.sub(r"^task '[^']*'(?: \([^)]*\))?:? ", "", reason)
     if m := re.match(r"FROM (\S+?)(?::\S*)? cannot be pulled", reason):
         return f"no substitute for FROM {m.group(1)}"
     if m := re.search(r"returned a non-zero code: (\d+)", reason):
         return f"a RUN step failed (exit {m.group(1)})"
     if "COPY failed" in reason or "failed to compute cache key" in reason:
         return "COPY of a missing file"
-    return re.sub(r"[\d.]+ s\b", "N s", reason.split(":")[0])[:80]
+    return re.sub(r"[\d.]+ s\b", "N s", reason.split(":")[0].split(" (")[0])[:80]
 
 
 async def _episode(task: HarborTask, actions: list[str]) -> dict[str, Any]:

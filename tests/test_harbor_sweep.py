@@ -55,3 +55,17 @@ def test_a_dry_run_counts_a_bespoke_base_as_unbuildable_and_not_eligible(sweep, 
     assert summary["tasks"] == 2 and summary["needing_only_debian_pypi_npm"] == 1
     assert summary["by_outcome"] == {"translated": 1, "unbuildable": 1}
     assert summary["by_reason"] == {"no substitute for FROM ghcr.io/acme/secret-base": 1}
+
+
+def test_a_dry_run_marks_malformed_tasks_invalid_and_counts_reasons_by_kind(sweep, tmp_path, capsys) -> None:
+    # a non-UTF-8 instruction.md crashed the sweep with a raw UnicodeDecodeError and no summary
+    task(tmp_path, "plain", "FROM ubuntu:24.04\n")
+    for name in ("bad-a", "bad-b"):
+        (task(tmp_path, name, "FROM ubuntu:24.04\n") / "task.toml").write_text("[verifier]\ntimeout_secs = 1\n")
+    (task(tmp_path, "latin1", "FROM ubuntu:24.04\n") / "instruction.md").write_bytes("Café\n".encode("latin-1"))
+    assert sweep.main([str(tmp_path), "--dry-run"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["summary"]["by_outcome"] == {"invalid": 3, "translated": 1}
+    assert result["summary"]["by_reason"] == {"task.toml does not validate": 2, "instruction.md is not UTF-8 text": 1}
+    latin1 = next(r for r in result["rows"] if r["task"] == "latin1")
+    assert latin1["outcome"] == "invalid" and "instruction.md is not UTF-8" in latin1["reason"]

@@ -77,8 +77,11 @@ def nearest_python_suite(version: str) -> str:
 
 
 def substitute(image: str) -> Base | None:
-    """The base that stands in for the public ``image``, or None when there is none."""
-    ref = image.lower()
+    """The base that stands in for the public ``image``, or None when there is none.
+
+    A digest (``ubuntu:24.04@sha256:...``) is ignored: the substitute is the tag's stand-in
+    either way, and the caller records the original reference, digest included."""
+    ref = image.lower().partition("@")[0]
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     name = repo.split("/")[-1]
     if repo.startswith("ghcr.io/laude-institute/t-bench/"):
@@ -247,10 +250,38 @@ class VerifierStaging:
         return not (self.apt_packages or self.uv_version or self.replay)
 
 
+def shell_lines(script: str) -> list[str]:
+    """The lines of a shell script with ``\\`` continuations joined (the backslash, the newline
+    and the indentation around them become one space; a comment line never continues).
+    Heredocs and quoted newlines are not understood."""
+    lines: list[str] = []
+    current: str | None = None
+    for raw in script.splitlines():
+        if current is None and raw.lstrip().startswith("#"):
+            lines.append(raw)
+            continue
+        piece = raw if current is None else _join(current, raw)
+        if piece.endswith("\\") and not piece.endswith("\\\\"):
+            current = piece[:-1]
+            continue
+        lines.append(piece)
+        current = None
+    if current is not None:
+        lines.append(current)
+    return lines
+
+
+def _join(head: str, tail: str) -> str:
+    if head[-1:].isspace() or tail[:1].isspace():
+        return head.rstrip() + " " + tail.lstrip()
+    return head + tail  # `a\<newline>b` is the word `ab` to the shell
+
+
 def verifier_staging(script: str) -> VerifierStaging:
-    """Finds what ``script`` (``tests/test.sh`` or ``run-tests.sh``) fetches at grading time."""
+    """Finds what ``script`` (``tests/test.sh`` or ``run-tests.sh``) fetches at grading time
+    (continuation lines joined: TB2's scripts split their ``uvx`` line over several)."""
     staging = VerifierStaging()
-    for line in script.splitlines():
+    for line in shell_lines(script):
         line = line.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue

@@ -21,16 +21,20 @@ Two layouts load into one :class:`HarborTask`:
 from __future__ import annotations
 
 import glob
+import logging
+import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gymfleet.envs.errors import TaskError
 
+log = logging.getLogger(__name__)
 
 class NoSolutionError(TaskError, NotImplementedError):
     """The task has no solution script, so no gold policy (``check_env`` skips such tasks)."""
@@ -62,8 +66,16 @@ class EnvironmentSection(_Strict):
     """Memory limit of the sandbox, MiB."""
     storage_mb: int = Field(default=10240, ge=1)
     """Writable space of the sandbox, MiB (the sandbox's ``disk_mb``)."""
+    memory: str | None = None
+    """Memory limit with a unit (``"2G"``, ``"512M"``), as TB2's task files give it; when set it
+    replaces ``memory_mb`` (as in Harbor, which keeps it beside ``memory_mb`` for old tasks)."""
+    storage: str | None = None
+    """Writable space with a unit (``"10G"``); when set it replaces ``storage_mb``."""
     gpus: int = Field(default=0, ge=0)
     """GPUs the task needs; a task asking for any is refused."""
+    gpu_types: list[str] | None = None
+    """GPU models the task accepts (Harbor's scheduling hint); read only with ``gpus`` > 0, which
+    is refused anyway."""
     allow_internet: bool = True
     """Harbor's default; here every sandbox runs without network (``info`` says so)."""
     workdir: str | None = None
@@ -74,6 +86,37 @@ class EnvironmentSection(_Strict):
     """MCP servers of the task; a task listing any is refused."""
     skills_dir: str | None = None
     """Harbor's skills folder; unused."""
+
+    @field_validator("memory", "storage")
+    @classmethod
+    def _has_a_unit(cls, value: str | None) -> str | None:
+        if value is not None:
+            size_to_mb(value)
+        return value
+
+    @model_validator(mode="after")
+    def _sizes_in_mb(self) -> EnvironmentSection:
+        if self.memory is not None:
+            self.memory_mb = max(size_to_mb(self.memory), 64)
+        if self.storage is not None:
+            self.storage_mb = max(size_to_mb(self.storage), 1)
+        return self
+
+
+_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def size_to_mb(size: str) -> int:
+    """``"2G"`` -> 2048: a size with a unit (K, M, G or T, optionally followed by ``B`` or ``i``,
+    binary multiples as in Harbor) in MiB, rounded down.
+
+    Raises:
+        ValueError: no number or no known unit (the message gives the accepted form).
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:i?B?)\s*", size.upper())
+    if match is None:
+        raise ValueError(f"{size!r} is not a size: write a number and a unit, e.g. '2G' or '512M'")
+    return int(float(match.group(1)) * _UNITS_MB[match.group(2)])
 
 
 class VerifierSection(_Strict):
@@ -186,7 +229,7 @@ def _load_harbor(path: Path) -> HarborTask:
         if not (path / required).is_file():
             raise TaskError(f"task {path.name!r} ({path}) has no {required}")
     try:
-        config = HarborTaskToml.model_validate(tomllib.loads((path / "task.toml").read_text()))
+        config = HarborTaskToml.model_validate(tomllib.loads(_read(path, "task.toml")))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"task {path.name!r}: task.toml is not valid TOML: {exc}") from exc
     except ValidationError as exc:
@@ -194,7 +237,7 @@ def _load_harbor(path: Path) -> HarborTask:
     env = config.environment
     context = path / "environment"
     return HarborTask(
-        name=path.name, path=path, layout="harbor", instruction=(path / "instruction.md").read_text(),
+        name=path.name, path=path, layout="harbor", instruction=_read(path, "instruction.md"),
         agent_timeout_s=config.agent.timeout_sec, verifier_timeout_s=config.verifier.timeout_sec,
         build_timeout_s=env.build_timeout_sec, cpus=env.cpus, memory_mb=env.memory_mb,
         storage_mb=env.storage_mb, allow_internet=env.allow_internet, verifier_env=config.verifier.env,
@@ -219,7 +262,7 @@ def _load_tb1(path: Path) -> HarborTask:
         if not (path / required).is_file():
             raise TaskError(f"task {path.name!r} ({path}) has no {required}")
     try:
-        config = TB1TaskYaml.model_validate(yaml.safe_load((path / "task.yaml").read_text()) or {})
+        config = TB1TaskYaml.model_validate(yaml.safe_load(_read(path, "task.yaml")) or {})
     except yaml.YAMLError as exc:
         raise TaskError(f"task {path.name!r}: task.yaml is not valid YAML: {exc}") from exc
     except ValidationError as exc:
@@ -251,16 +294,26 @@ def _tb1_compose_refusal(compose: Path) -> str | None:
     return None
 
 
+def _read(task: Path, name: str) -> str:
+    try:
+        return (task / name).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"task {task.name!r}: {name} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                        f"offset {exc.start}): re-save it as UTF-8") from exc
+
+
 def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
 def task_folders(path: str | Path) -> list[Path]:
-    """The task folders ``path`` names: a task folder, a folder of task folders, or a glob.
+    """The task folders ``path`` names: a task folder, a folder of task folders, or a glob
+    (``~`` expanded).
 
     Raises:
         TaskError: nothing matches.
     """
+    path = os.path.expanduser(str(path))
     matches = [Path(p) for p in sorted(glob.glob(str(path)))] if any(c in str(path) for c in "*?[") else [Path(path)]
     found: list[Path] = []
     for match in matches:
@@ -280,8 +333,13 @@ def _is_task(path: Path) -> bool:
 def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str, HarborTask]:
     """Every task under ``path`` (see :func:`task_folders`), or only ``task_ids``, by name.
 
+    In a folder of tasks (or a glob) a malformed task is skipped with one warning naming it and
+    why, so that one bad task does not block a corpus; a task named in ``task_ids``, or the one
+    task ``path`` names, is not skipped.
+
     Raises:
-        TaskError: no task, a named task is missing, two folders share a name, or one is malformed.
+        TaskError: no task, no valid task, a named task is missing or malformed, or two folders
+            share a name.
     """
     folders = task_folders(path)
     by_name: dict[str, Path] = {}
@@ -294,4 +352,17 @@ def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str,
         if missing:
             raise TaskError(f"no task {', '.join(map(repr, missing))} at {path}; known: {', '.join(sorted(by_name)[:20])}")
         by_name = {t: by_name[t] for t in task_ids}
-    return {name: load_task(folder) for name, folder in sorted(by_name.items())}
+    if task_ids is not None or _is_task(Path(os.path.expanduser(str(path)))):
+        return {name: load_task(folder) for name, folder in sorted(by_name.items())}
+    tasks: dict[str, HarborTask] = {}
+    invalid: list[str] = []
+    for name, folder in sorted(by_name.items()):
+        try:
+            tasks[name] = load_task(folder)
+        except TaskError as exc:
+            reason = " ".join(str(exc).split())
+            invalid.append(reason)
+            log.warning("skipping task %r: %s", name, reason.removeprefix(f"task {name!r}: "))
+    if not tasks:
+        raise TaskError(f"no valid task at {path}: {len(invalid)} invalid, e.g. {invalid[0]}")
+    return tasks

@@ -7,7 +7,15 @@ and the workdir (and the commands' output folder) are each an anonymous volume o
 tmpfs (Docker's archive API, which
 ``put_file``/``get_file`` use, sees volumes, not ``--tmpfs`` mounts; the volumes go with the
 container). A workdir the image already fills (SWE repositories) is left on the container's
-layer: a tmpfs over it would hide the files, and copying them in would cost every start.
+layer: a tmpfs over it would hide the files, and copying them in would cost every start. An
+empty workdir folder the image has keeps its owner and mode on its volume (a non-root ``USER``
+writes its own workdir).
+
+The commands' output folder (``EXEC_ROOT``) is mode 1777 like /tmp, on either path, so that an
+image whose ``USER`` is not root can run commands: each command makes its own sub-folder, and the
+sticky bit keeps a non-root command from removing or renaming what root (a verifier's command)
+made there. Every command of a sandbox runs as the same user, so the bit does not part one
+agent command from another; none needs to be: they are all the agent's.
 """
 
 from __future__ import annotations
@@ -30,10 +38,21 @@ from docker.types import DriverConfig, Mount
 from gymfleet.envs.errors import SandboxStartError
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec, owner_labels
 from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT, KEEPALIVE_ARGV
+from gymfleet.envs.sandbox.docker_files import folder_archive
 
 COMMAND_ENV = {"PYTHONUNBUFFERED": "1"}
 """Every command's environment (a spec's ``env`` may override): Python prints at once, so output
 printed before a timeout kills the command is kept."""
+
+
+@dataclass(frozen=True)
+class FolderOwner:
+    """A folder's owner and permission bits in an image (a tmpfs over it gets the same)."""
+
+    uid: int
+    gid: int
+    mode: int
+    """Permission bits, sticky bit included (``0o1777``)."""
 
 
 @dataclass
@@ -44,11 +63,14 @@ class StorageFacts:
     """Whether ``storage_opt size`` works; None until the first sandbox tries."""
     filled_workdirs: dict[tuple[str, str], bool] = field(default_factory=dict)
     """(image, workdir) -> whether the image has files there."""
+    workdir_owners: dict[tuple[str, str], FolderOwner] = field(default_factory=dict)
+    """(image, workdir) -> who owns that (empty) folder in the image, when it has one."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Held while learning (many sandboxes starting at once probe once)."""
 
 
-def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, tmpfs_workdir: bool) -> dict[str, Any]:
+def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, tmpfs_workdir: bool,
+                      workdir_owner: FolderOwner | None = None) -> dict[str, Any]:
     """Keyword arguments of ``client.containers.create`` for a sandbox of ``spec``.
 
     The main process is gymfleet's keep-alive as PID 1 (no Docker init: tini exits with its
@@ -58,6 +80,8 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, 
     Args:
         quota: bound the writable layer with ``storage_opt`` instead of tmpfs volumes.
         tmpfs_workdir: put the workdir on its own tmpfs volume (the image has nothing there).
+        workdir_owner: the image's (empty) workdir folder, whose owner and mode that volume
+            keeps (a non-root ``USER``'s own workdir stays writable to it); None: root, 0755.
     """
     name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"gymfleet-{labels.run_id}-{labels.rollout_id}")[:100]
     options: dict[str, Any] = dict(
@@ -83,13 +107,17 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, 
         # one volume per folder: a workdir of /tmp (a Harbor task's WORKDIR /tmp) is /tmp's own
         # volume (Docker refuses a create with two mounts at one target: 400 Duplicate mount point)
         unique = dict.fromkeys(posixpath.normpath(t) for t in targets)
-        options["mounts"] = [_tmpfs_volume(target, spec.disk_mb) for target in unique]
+        owners = {posixpath.normpath(spec.workdir): workdir_owner} if workdir_owner else {}
+        options["mounts"] = [_tmpfs_volume(target, spec.disk_mb, owners.get(target)) for target in unique]
     return options
 
 
-def _tmpfs_volume(target: str, size_mb: int) -> Mount:
-    mode = "1777" if target == "/tmp" else "755"
-    driver = DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size_mb}m,mode={mode}"})
+def _tmpfs_volume(target: str, size_mb: int, owner: FolderOwner | None = None) -> Mount:
+    if target in ("/tmp", EXEC_ROOT):
+        owner = FolderOwner(0, 0, 0o1777)
+    owner = owner or FolderOwner(0, 0, 0o755)
+    o = f"size={size_mb}m,mode={owner.mode:o},uid={owner.uid},gid={owner.gid}"
+    driver = DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": o})
     return Mount(target=target, source=None, type="volume", driver_config=driver)
 
 
@@ -115,6 +143,8 @@ def create_container(
             f"pids_limit, disk_mb against this host): {exc}"
         ) from exc
     try:
+        if facts.quota:  # on the container's layer: made before the start, as the image's user cannot
+            container.put_archive("/", folder_archive(EXEC_ROOT, 0o1777))
         container.start()
         started_at = client.api.inspect_container(container.id)["State"]["StartedAt"]
     except docker.errors.APIError as exc:
@@ -134,7 +164,8 @@ def _create(client: docker.DockerClient, spec: SandboxSpec, labels: SandboxLabel
             if _must_learn(facts, key):
                 return _create_learning(client, spec, labels, facts)
     assert facts.quota is not None
-    options = container_options(spec, labels, quota=facts.quota, tmpfs_workdir=not facts.filled_workdirs.get(key, True))
+    options = container_options(spec, labels, quota=facts.quota, tmpfs_workdir=not facts.filled_workdirs.get(key, True),
+                                workdir_owner=facts.workdir_owners.get(key))
     return client.containers.create(spec.image, **options)
 
 
@@ -156,13 +187,27 @@ def _create_learning(client: docker.DockerClient, spec: SandboxSpec, labels: San
             facts.quota = False  # overlay over ext4 and the like: tmpfs volumes instead
     key = (spec.image, spec.workdir)
     if key not in facts.filled_workdirs:
-        facts.filled_workdirs[key] = image_has_files(client, spec.image, spec.workdir)
-    options = container_options(spec, labels, quota=False, tmpfs_workdir=not facts.filled_workdirs[key])
+        filled, owner = probe_folder(client, spec.image, spec.workdir)
+        facts.filled_workdirs[key] = filled
+        if owner is not None:
+            facts.workdir_owners[key] = owner
+    options = container_options(spec, labels, quota=False, tmpfs_workdir=not facts.filled_workdirs[key],
+                                workdir_owner=facts.workdir_owners.get(key))
     return client.containers.create(spec.image, **options)
 
 
 def image_has_files(client: docker.DockerClient, image: str, folder: str) -> bool:
     """True when ``image`` has anything under ``folder`` (read from a container that never starts).
+
+    Raises:
+        docker.errors.ImageNotFound: no such image.
+    """
+    return probe_folder(client, image, folder)[0]
+
+
+def probe_folder(client: docker.DockerClient, image: str, folder: str) -> tuple[bool, FolderOwner | None]:
+    """Whether ``image`` has anything under ``folder``, and the folder's owner and mode (None
+    when the image has no such folder); read from a container that never starts.
 
     Raises:
         docker.errors.ImageNotFound: no such image.
@@ -173,9 +218,11 @@ def image_has_files(client: docker.DockerClient, image: str, folder: str) -> boo
         stream, _ = client.api.get_archive(probe, folder.rstrip("/") + "/.")
         chunks = iter(stream)
         with tarfile.open(fileobj=_Chunks(chunks), mode="r|") as tar:  # type: ignore[call-overload]
-            return sum(1 for _, _ in zip(tar, range(2), strict=False)) > 1  # the folder, then a file
+            first = tar.next()  # the folder itself
+            owner = FolderOwner(first.uid, first.gid, first.mode & 0o7777) if first is not None and first.isdir() else None
+            return tar.next() is not None, owner
     except docker.errors.NotFound:
-        return False
+        return False, None
     finally:
         # Read the archive to its end before removing the probe: the daemon's tar holds the
         # probe's root file system until its output is read, and a remove waits for it forever.

@@ -33,6 +33,21 @@ def file_archive(path: str, data: bytes, mode: int) -> bytes:
     return buffer.getvalue()
 
 
+def folder_archive(path: str, mode: int, files: dict[str, bytes] | None = None) -> bytes:
+    """A tar holding the folder at absolute ``path`` (owned by root, ``mode`` kept, sticky bit
+    included) and ``files`` (name -> bytes, 0644) inside it, to extract at ``/``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        folder = tarfile.TarInfo(path.strip("/"))
+        folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, mode, int(time.time())
+        tar.addfile(folder)
+        for name, data in (files or {}).items():
+            info = tarfile.TarInfo(f"{path.strip('/')}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def read_regular_file(container: Container, path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at absolute ``path`` in ``container``.
 

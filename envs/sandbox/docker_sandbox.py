@@ -49,7 +49,7 @@ from gymfleet.envs.sandbox.docker_exec import (
     split_limit,
     wrapper_argv,
 )
-from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, read_regular_file
+from gymfleet.envs.sandbox.docker_files import file_archive, file_errors, folder_archive, read_regular_file
 from gymfleet.envs.sandbox.docker_layer import Layer
 from gymfleet.envs.sandbox.docker_seal import copy_folder
 from gymfleet.envs.sandbox.docker_seal import stop_processes as _stop_all
@@ -210,7 +210,10 @@ class DockerSandbox:
         head_n, tail_n = split_limit(self.spec.max_output_bytes)
         exec_dir = f"{EXEC_ROOT}/{uuid.uuid4().hex}"
         if len(cmd.encode()) > _MAX_ARGV_CMD_BYTES:
-            await self.put_file(f"{exec_dir}/cmd.sh", cmd.encode())
+            # its folder made 0777 with it: the copy API writes as root, the wrapper runs as the
+            # image's user (which cannot remove the emptied folder from the sticky EXEC_ROOT:
+            # a non-root image keeps one empty folder per such command)
+            await self._put_folder(container, exec_dir, {"cmd.sh": cmd.encode()})
             cmd = f". {exec_dir}/cmd.sh"
         argv = wrapper_argv(exec_dir, self._path(workdir or "."), head_n, tail_n, cmd)
         started = time.monotonic()
@@ -467,6 +470,13 @@ class DockerSandbox:
         container, target = self._live(), self._path(path)
         async with self._oom_is_damage(container):
             await self._put(container, target, data, mode)
+
+    async def _put_folder(self, container: Container, folder: str, files: dict[str, bytes]) -> None:
+        async with self._oom_is_damage(container):
+            with file_errors("write", folder, container.short_id):
+                ok = await self._backend.run_blocking(container.put_archive, "/", folder_archive(folder, 0o777, files))
+            if not ok:
+                raise SandboxFileError(f"could not write {folder} in the sandbox")
 
     async def _put(self, container: Container, target: str, data: bytes, mode: int) -> None:
         with file_errors("write", target, container.short_id):

@@ -118,3 +118,76 @@ def test_rewards_parse_as_harbor_reads_them() -> None:
     assert parse_reward_json(b'{"reward": 1, "tests": 3}') == (1.0, {"tests": 3}, None)
     assert parse_reward_json(b'{"score": 1}')[2] == "reward.json has no 'reward' key (keys: score)"
     assert parse_reward_json(b'{"reward": "1"}')[2] is not None and parse_reward_json(b"[1]")[2] is not None
+
+
+def _harbor_task(folder: Path, toml: str, instruction: bytes = b"Do it.\n") -> Path:
+    (folder / "tests").mkdir(parents=True)
+    (folder / "instruction.md").write_bytes(instruction)
+    (folder / "tests/test.sh").write_text("true")
+    (folder / "task.toml").write_text(toml)
+    return folder
+
+
+def test_official_tb2_environment_keys_load_as_harbor_reads_them(tmp_path: Path) -> None:
+    # TB2's task.toml files give memory and storage with units, and gpu_types beside gpus = 0
+    toml = '[environment]\nmemory = "2G"\nstorage = "10G"\ncpus = 1\ngpus = 0\ngpu_types = ["H100", "A100"]\n'
+    task = load_task(_harbor_task(tmp_path / "tb2", toml))
+    assert (task.memory_mb, task.storage_mb, task.refusal) == (2048, 10240, None)
+    half = load_task(_harbor_task(tmp_path / "half", '[environment]\nmemory = "512M"\nstorage_mb = 700\n'))
+    assert (half.memory_mb, half.storage_mb) == (512, 700)
+    gpu = load_task(_harbor_task(tmp_path / "gpu", '[environment]\ngpus = 1\ngpu_types = ["H100"]\n'))
+    assert gpu.refusal == "needs 1 GPU(s); sandboxes here have none"
+    with pytest.raises(TaskError, match="environment.memory") as caught:
+        load_task(_harbor_task(tmp_path / "bad", '[environment]\nmemory = "lots"\n'))
+    assert "\n" not in str(caught.value)
+
+
+def test_verifier_fetches_split_over_continuation_lines_are_found() -> None:
+    # TB2's test.sh files split the uvx line with backslashes; read line by line nothing was
+    # staged and uvx failed offline at grading ("No interpreter found for Python 3.13")
+    script = ("#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\n"
+              "# a comment ending in a backslash is no continuation \\\n"
+              "uvx \\\n  -p 3.13 \\\n  -w pytest==8.4.1 \\\n  -w pytest-json-ctrf==0.3.5 \\\n"
+              "  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+              "pip install \\\n    numpy==2.1.0\n")
+    staging = verifier_staging(script)
+    assert staging.uv_version == "0.9.5" and staging.apt_packages == ["python3"]
+    assert staging.replay == ["uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --version",
+                              "pip install numpy==2.1.0"]
+
+
+def test_a_folder_of_tasks_loads_the_good_ones_and_warns_of_each_bad_one(tmp_path: Path, caplog) -> None:
+    _harbor_task(tmp_path / "good", "[verifier]\ntimeout_sec = 5\n")
+    _harbor_task(tmp_path / "bad-toml", "[verifier]\ntimeout_secs = 5\n")
+    _harbor_task(tmp_path / "latin1", "", instruction="Café\n".encode("latin-1"))
+    with caplog.at_level("WARNING", logger="gymfleet.envs.harbor.task"):
+        assert list(load_tasks(tmp_path)) == ["good"]
+    warned = sorted(r.getMessage() for r in caplog.records)
+    assert len(warned) == 2 and all("\n" not in w for w in warned)
+    assert warned[0].startswith("skipping task 'bad-toml'") and "verifier.timeout_secs" in warned[0]
+    assert warned[1].startswith("skipping task 'latin1'") and "instruction.md is not UTF-8" in warned[1]
+    with pytest.raises(TaskError, match="instruction.md is not UTF-8") as caught:
+        load_task(tmp_path / "latin1")
+    assert "\n" not in str(caught.value)
+    with pytest.raises(TaskError, match="bad-toml"):  # a task named explicitly is not skipped
+        load_tasks(tmp_path, ["good", "bad-toml"])
+    (tmp_path / "good/task.toml").write_text("[agent\n")
+    with pytest.raises(TaskError, match="no valid task at .*: 3 invalid"):
+        load_tasks(tmp_path)
+
+
+def test_a_digest_pinned_from_is_substituted_and_the_digest_recorded() -> None:
+    digest = "sha256:" + "ab" * 32
+    result = translate(f"FROM ubuntu:24.04@{digest}\nFROM python:3.12-slim@{digest} AS b\n", {})
+    assert result.bases == ["base-trixie", "base-trixie"]
+    assert result.substitutions[0] == f"ubuntu:24.04@{digest} -> gymfleet/base-trixie"
+    assert result.substitutions[1].startswith(f"python:3.12-slim@{digest} -> gymfleet/base-trixie (+")
+    with pytest.raises(UnbuildableError, match=r"FROM nvcr.io/nvidia/cuda:12@sha256:\w+ cannot be pulled"):
+        translate(f"FROM nvcr.io/nvidia/cuda:12@{digest}\n", {})
+
+
+def test_a_path_under_home_is_expanded(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _harbor_task(tmp_path / "tasks/one", "")
+    assert list(load_tasks("~/tasks")) == ["one"] and list(load_tasks("~/tasks/o*")) == ["one"]
+    assert list(load_tasks("~/tasks/one")) == ["one"]

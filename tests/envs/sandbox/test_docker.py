@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -38,7 +39,7 @@ from gymfleet.envs.sandbox.base import (
 )
 from gymfleet.envs.sandbox.docker import DockerBackend, DockerBackendConfig, DockerSandbox
 from gymfleet.envs.sandbox.docker_container import build_hint
-from gymfleet.envs.sandbox.docker_exec import join_head_tail, parse_frame
+from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT, join_head_tail, parse_frame
 from gymfleet.envs.sandbox.docker_gc import is_stale
 from gymfleet.envs.sandbox.output import MARKER, capture
 from gymfleet.envs.sandbox.pool import SandboxPool
@@ -331,6 +332,47 @@ async def test_a_workdir_of_tmp_starts(backend: DockerBackend, terminal_image: s
     async with backend.create(SandboxSpec(image=terminal_image, workdir=workdir), labels()) as sb:
         result = await sb.exec("echo hi > f && pwd && cat /tmp/f")
         assert result.exit_code == 0 and result.stdout == "/tmp\nhi\n", result
+
+
+@pytest.fixture(scope="module")
+def nobody_image(backend: DockerBackend, terminal_image: str) -> str:
+    """The terminal image with ``USER nobody`` and an empty ``/work`` of its own, mode 0750 (a
+    Harbor task's non-root image)."""
+    tag = f"gymfleet-test/user-nobody:{terminal_image.rpartition(':')[2]}"
+    dockerfile = (f"FROM {terminal_image}\nRUN mkdir /work && chown nobody /work && chmod 750 /work\n"
+                  "USER nobody\n").encode()
+    backend.client().images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True, network_mode="none")
+    return tag
+
+
+@pytest.mark.docker
+async def test_an_image_with_a_non_root_user_runs_commands(backend: DockerBackend, nobody_image: str) -> None:
+    # mkdir /run/gymfleet-exec/<id> was refused to nobody: no command ran, and the sandbox was
+    # called damaged by the agent
+    async with backend.create(SandboxSpec(image=nobody_image, workdir="/tmp"), labels()) as sb:
+        result = await sb.exec(f"id -u && echo hi > f && cat f && stat -c %a {EXEC_ROOT}")
+        assert result.ok and result.stdout == "65534\nhi\n1777\n", result
+        payload = "a" * 300_000  # goes by file into its command folder
+        long = await sb.exec(f"x={payload}; echo ${{#x}}")
+        assert long.ok and long.stdout == "300000\n", long
+        # what root makes there (a verifier's command) the image's user cannot remove or rename
+        container = backend.client().containers.get(sb.container_id)
+        assert container.exec_run(["mkdir", f"{EXEC_ROOT}/root-made"], user="root").exit_code == 0
+        tamper = await sb.exec(f"rm -rf {EXEC_ROOT}/root-made; mv {EXEC_ROOT}/root-made /tmp/x; "
+                               f"mv {EXEC_ROOT} /run/moved; test -d {EXEC_ROOT}/root-made && echo intact")
+        assert tamper.stdout == "intact\n", tamper
+
+
+@pytest.mark.docker
+async def test_a_non_root_user_s_own_empty_workdir_stays_its_own(nobody_image: str) -> None:
+    # the workdir's tmpfs volume was root's, 0755: the image's user could not write its own workdir
+    backend = DockerBackend()  # learns this image's workdir afresh
+    try:
+        async with backend.create(SandboxSpec(image=nobody_image, workdir="/work"), labels()) as sb:
+            result = await sb.exec("touch x && stat -c '%U %a' .")
+            assert result.ok and result.stdout == "nobody 750\n", result
+    finally:
+        backend._gc_sync(RUN_ID, expired_only=False)
 
 
 @pytest.mark.docker

@@ -4,6 +4,8 @@ and the other creates do not wait on each other. A fake client stands in for the
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +15,8 @@ import docker.errors
 import pytest
 
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
-from gymfleet.envs.sandbox.docker_container import StorageFacts, create_container
+from gymfleet.envs.sandbox.docker_container import FolderOwner, StorageFacts, container_options, create_container
+from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT
 
 CREATE_S = 0.2  # what one create takes on the fake daemon
 
@@ -21,9 +24,14 @@ CREATE_S = 0.2  # what one create takes on the fake daemon
 class FakeContainer:
     def __init__(self, container_id: str) -> None:
         self.id = container_id
+        self.calls: list[tuple[str, Any]] = []
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        self.calls.append(("put_archive", (path, data)))
+        return True
 
     def start(self) -> None:
-        pass
+        self.calls.append(("start", None))
 
     def remove(self, **_: Any) -> None:
         pass
@@ -94,3 +102,26 @@ def test_many_starts_at_once_learn_the_storage_once_and_create_in_parallel(quota
     assert client.probes == (0 if quota else 1)  # the workdir probed once per image
     # Before: every create of the first burst ran inside the lock, one at a time (overlap 1).
     assert client.max_overlap >= n // 2, client.max_overlap
+
+
+def test_the_exec_folder_is_usable_by_an_image_s_non_root_user() -> None:
+    # an image with USER nobody could run no command: mkdir /run/gymfleet-exec/<id> was refused
+    spec = SandboxSpec(image="gymfleet/base:test")
+    options = container_options(spec, SandboxLabels(run_id="t"), quota=False, tmpfs_workdir=False)
+    volume = next(m for m in options["mounts"] if m["Target"] == EXEC_ROOT)
+    assert "mode=1777" in volume["VolumeOptions"]["DriverConfig"]["Options"]["o"]
+    # with a quota the folder is on the container's layer: made 1777 (like /tmp) before the start
+    container, _ = create_container(FakeClient(quota=True), spec, SandboxLabels(run_id="t"), StorageFacts())  # type: ignore[arg-type]
+    assert [c[0] for c in container.calls] == ["put_archive", "start"]  # type: ignore[attr-defined]
+    path, data = container.calls[0][1]  # type: ignore[attr-defined]
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        (member,) = tar.getmembers()
+    assert (path, member.name, member.isdir(), member.mode, member.uid) == ("/", EXEC_ROOT.lstrip("/"), True, 0o1777, 0)
+
+
+def test_an_empty_workdir_s_volume_keeps_the_image_s_owner_and_mode() -> None:
+    spec = SandboxSpec(image="gymfleet/base:test", workdir="/work/")
+    owner = FolderOwner(uid=65534, gid=65534, mode=0o750)
+    options = container_options(spec, SandboxLabels(run_id="t"), quota=False, tmpfs_workdir=True, workdir_owner=owner)
+    o = {m["Target"]: m["VolumeOptions"]["DriverConfig"]["Options"]["o"] for m in options["mounts"]}
+    assert o["/work"].endswith("mode=750,uid=65534,gid=65534") and o["/tmp"].endswith("mode=1777,uid=0,gid=0")
