@@ -29,7 +29,8 @@ from filelock import FileLock
 
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.harbor.dockerfile import (
-    SUITES, Translation, UnbuildableError, VerifierStaging, staging_lines, translate, verifier_staging,
+    SUITES, Translation, UnbuildableError, VerifierStaging, staging_lines, translate, user_folder_lines,
+    verifier_staging,
 )
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.images import HOST_CA_BUNDLE, LABEL_IMAGE_HASH, ImageBuilder
@@ -107,7 +108,8 @@ class HarborImageBuilder:
         translation = translate(task.dockerfile.read_text(errors="replace"), base_tags or {})
         script = task.test_script.read_text(errors="replace") if task.test_script.is_file() else ""
         staging = verifier_staging(script)
-        dockerfile = translation.dockerfile + "\n".join(staging_lines(staging, translation.final_user)) + "\n"
+        extra = [*staging_lines(staging, translation.final_user), *user_folder_lines(translation.final_user)]
+        dockerfile = translation.dockerfile + "\n".join(extra) + "\n"  # as before: cached tags stay valid
         digest = hashlib.sha256(dockerfile.encode())
         digest.update(f"uv {staging.uv_version}\n".encode())
         for path in _context_files(task.context_dir):

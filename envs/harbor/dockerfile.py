@@ -337,6 +337,23 @@ def staging_lines(staging: VerifierStaging, final_user: str | None) -> list[str]
     return lines
 
 
+def is_root(user: str | None) -> bool:
+    """True when a Dockerfile's ``USER`` value (``name[:group]`` or ``uid[:gid]``) is root."""
+    return user is None or user.split(":")[0].strip() in ("", "root", "0")
+
+
+def user_folder_lines(final_user: str | None) -> list[str]:
+    """For an image whose final ``USER`` is not root: ``/logs/verifier`` and ``/solution`` made
+    at build time, empty, mode 1777, since the verifier and the oracle's commands run as that
+    user and can neither make root's folders nor write root-owned ones. (An agent's files left in
+    ``/logs/verifier`` are its own, so the grader's ``rm -rf`` still removes them; ``/tests``
+    stays root's: the tests are copied in by archive.)"""
+    if is_root(final_user):
+        return []
+    return ["USER root", "RUN mkdir -p /logs/verifier /solution && chmod 1777 /logs/verifier /solution",
+            f"USER {final_user}"]
+
+
 VERIFIER_OFFLINE_ENV = {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_RETRIES": "0",
                         "PIP_DEFAULT_TIMEOUT": "5"}
 """Environment of every verifier: uv reads its cache only, pip gives up fast."""

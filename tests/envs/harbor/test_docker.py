@@ -102,3 +102,12 @@ def test_a_cached_image_is_not_rebuilt(docker_available: bool) -> None:
     first = builder.ensure(task)
     again = builder.ensure(task)
     assert (again.tag, again.built) == (first.tag, False) and again.workdir == "/app"
+
+
+async def test_a_task_with_a_non_root_user_runs_and_grades(docker_available: bool) -> None:
+    # the agent's commands failed (mkdir /run/gymfleet-exec/...: Permission denied), and the
+    # verifier, run as that user too, could not make or write /logs/verifier
+    _, reward, info = await _gold(TASKS, "nonroot-user")
+    assert reward == 1.0 and info.get("grading_error") is None, info
+    _, reward, info = await _play(TASKS, "nonroot-user", ["submit"])
+    assert reward == 0.0 and info.get("grading_error") is None, info

@@ -191,3 +191,9 @@ def test_a_path_under_home_is_expanded(tmp_path: Path, monkeypatch) -> None:
     _harbor_task(tmp_path / "tasks/one", "")
     assert list(load_tasks("~/tasks")) == ["one"] and list(load_tasks("~/tasks/o*")) == ["one"]
     assert list(load_tasks("~/tasks/one")) == ["one"]
+
+
+def test_a_non_root_image_gets_a_verifier_log_folder_its_user_can_write() -> None:
+    plan = HarborImageBuilder().plan(load_task(TASKS / "nonroot-user"))
+    assert plan.dockerfile.endswith("USER root\nRUN mkdir -p /logs/verifier /solution && chmod 1777 /logs/verifier /solution\nUSER agent\n")
+    assert "/logs/verifier" not in HarborImageBuilder().plan(load_task(TASKS / "offline-task")).dockerfile

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo hi > /app/out.txt
