@@ -84,6 +84,7 @@ def substitute(image: str) -> Base | None:
     ref = image.lower().partition("@")[0]
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     name = repo.split("/")[-1]
+    suite: str | None
     if repo.startswith("ghcr.io/laude-institute/t-bench/"):
         if name.startswith("python-"):
             suite = nearest_python_suite(name.removeprefix("python-").replace("-", "."))
