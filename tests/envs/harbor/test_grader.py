@@ -5,29 +5,28 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Self
 
 import pytest
 
-from gymfleet.envs.errors import SandboxFileError
 from gymfleet.envs.harbor.env import EXAMPLES_DIR
 from gymfleet.envs.harbor.grader import LOGS_DIR, VerifierReport, run_verifier
 from gymfleet.envs.harbor.task import HarborTask, load_task
-from gymfleet.envs.sandbox.base import ExecResult
+from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
+from tests.envs.sandbox.fakes import FakeSandbox
 
 TB1 = load_task(EXAMPLES_DIR / "tb1-hello")
 HARBOR = load_task(EXAMPLES_DIR / "harbor-hello")
 
 
-class ScriptedVerifier:
+class ScriptedVerifier(FakeSandbox):
     """A sandbox whose test script prints ``stdout``/``stderr``, exits ``exit_code`` and leaves
     ``reward_files`` (name -> content) in the logs folder; every other command succeeds."""
 
     def __init__(self, stdout: str = "", stderr: str = "", exit_code: int = 0,
                  reward_files: dict[str, bytes] | None = None) -> None:
+        super().__init__(SandboxSpec(), SandboxLabels(run_id="grader"))
         self.result = ExecResult(exit_code, stdout, stderr, 0.0)
         self.reward_files = reward_files or {}
-        self.files: dict[str, bytes] = {}
 
     @property
     def isolated(self) -> bool:
@@ -39,24 +38,6 @@ class ScriptedVerifier:
             self.files.update({f"{LOGS_DIR}/{name}": data for name, data in self.reward_files.items()})
             return self.result
         return ExecResult(0, "", "", 0.0)
-
-    async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        self.files[path] = data
-
-    async def get_file(self, path: str) -> bytes:
-        try:
-            return self.files[path]
-        except KeyError:
-            raise SandboxFileError(f"no file {path}") from None
-
-    async def stop_processes(self) -> list[str]:
-        return []
-
-    async def verifier(self, carry_changes: bool = False) -> Self:
-        return self
-
-    async def close(self) -> None:
-        pass
 
 
 def grade(task: HarborTask, **script: object) -> VerifierReport:
