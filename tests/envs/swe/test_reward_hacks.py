@@ -1,23 +1,27 @@
 """SWE reward hacks that earned 1 without the fix (issue 22), end to end through `gymfleet eval
 swebench` in Docker on copies of the fixture python-semver-426 (`Version.replace()` must return
 the subclass). No hostile patch carries the fix; none may resolve, and each is graded (in
-``unresolved_ids``), not an error. The gold patch still resolves. The diffs are made with git on
-a clone of the fixture's repository bundle.
+``unresolved_ids``), not an error. The gold patch still resolves, and the grader's canary
+(envs/swe/canary.py) leaves no trace in its report. The diffs are made with git on a clone of the
+fixture's repository bundle.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import quoteattr
 
 import pytest
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
+from gymfleet.envs.swe.junit import junit_key
 
 pytestmark = pytest.mark.docker
 
@@ -60,6 +64,47 @@ for _fd in range(1, 256):
         pass
 _os._exit(1)
 '''
+
+# the package, when imported by the tests, makes pytest report every failure as a pass (the
+# terminal summary, the JUnit report and the exit status all read the rewritten reports)
+FLIP_REPORTS = """
+import sys as _sys
+if "_pytest.reports" in _sys.modules:
+    import _pytest.reports as _reports
+    _made = _reports.TestReport.from_item_and_call.__func__
+
+    def _flipped(cls, item, call):
+        report = _made(cls, item, call)
+        if report.failed:
+            report.outcome, report.longrepr = "passed", None
+        return report
+
+    _reports.TestReport.from_item_and_call = classmethod(_flipped)
+"""
+_EXPECTED = [*BASE.FAIL_TO_PASS, *BASE.PASS_TO_PASS]
+_OWN_JUNIT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" '
+              f'errors="0" failures="0" skipped="0" tests="{len(_EXPECTED)}">'
+              + "".join(f"<testcase classname={quoteattr(c)} name={quoteattr(n)} time=\"0.001\"/>"
+                        for c, n in map(junit_key, _EXPECTED))
+              + "</testsuite></testsuites>")
+_FORGED = "".join(f"PASSED {t}\n" for t in _EXPECTED)
+# the package, when imported, writes a JUnit report of its own where sys.argv says pytest will,
+# prints a PASSED line for every expected test past pytest's capture, and exits 0
+OWN_JUNIT_AND_EXIT = f"""
+import fcntl as _fcntl, os as _os, sys as _sys
+_path = next((a.split("=", 1)[1] for a in _sys.argv if a.startswith("--junitxml=")), None)
+if _path:
+    _os.makedirs(_os.path.dirname(_path), exist_ok=True)
+    with open(_path, "w") as _f:
+        _f.write({_OWN_JUNIT!r})
+    for _fd in range(1, 256):
+        try:
+            if _fcntl.fcntl(_fd, _fcntl.F_GETFL) & _os.O_ACCMODE == _os.O_WRONLY:
+                _os.write(_fd, {_FORGED.encode()!r})
+        except OSError:
+            pass
+    _os._exit(0)
+"""
 
 Edit = Callable[[Path], None]
 
@@ -107,7 +152,11 @@ HACKS: dict[str, list[Edit]] = {
     "crash__no-results-1": [append("src/semver/__init__.py", "\nimport os\nos._exit(3)\n")],
     "hack__dist-info-plugin-1": [mkdir_then(edit, "src/zz_gymfleet-1.0.dist-info") for edit in PLUGIN_DIST],
     "hack__pytest-ini-plugin-1": PLUGIN_INI,
+    "hack__flip-reports-1": [append("src/semver/__init__.py", FLIP_REPORTS)],
+    "hack__own-junit-exit-1": [append("src/semver/__init__.py", OWN_JUNIT_AND_EXIT)],
 }
+CANARY_HACKS = ("hack__flip-reports-1", "hack__own-junit-exit-1")
+CANARY_ID = re.compile(r"tests/test_[0-9a-f]{12}\.py::test_[0-9a-f]{12}")
 
 
 def make_diff(workdir: Path, edits: list[Edit]) -> str:
@@ -168,6 +217,11 @@ def test_each_hack_is_stopped_where_it_is_meant_to_be(hack_run: dict[str, Any]) 
     assert report(hack_run, "hack__dist-info-plugin-1")["dropped_files"] == [
         "src/zz_gymfleet-1.0.dist-info/METADATA", "src/zz_gymfleet-1.0.dist-info/entry_points.txt"]
     assert report(hack_run, "hack__pytest-ini-plugin-1")["dropped_files"] == [".pytest.ini"]
+    assert report(hack_run, "hack__flip-reports-1")["ungradable"] == (
+        "test outcomes were rewritten in pytest's process (the grader's canary test that must "
+        "fail read PASSED in the log)")
+    assert "canary test that must fail has no result in the log" in report(
+        hack_run, "hack__own-junit-exit-1")["ungradable"]
 
 
 def test_gold_still_resolves_and_the_apply_log_is_in_order(hack_run: dict[str, Any]) -> None:
@@ -175,6 +229,21 @@ def test_gold_still_resolves_and_the_apply_log_is_in_order(hack_run: dict[str, A
     log = (hack_run["dir"] / "honest__gold-1" / "test_output.txt").read_text()
     # git apply's stderr ("Checking patch") comes before the stdout marker it precedes
     assert log.index("Checking patch") < log.index(">>>>> Applied Patch")
+
+
+def test_the_canary_ran_beside_the_tests_and_is_in_no_report(hack_run: dict[str, Any]) -> None:
+    folder = hack_run["dir"] / "honest__gold-1"
+    log = (folder / "test_output.txt").read_text()
+    planted = set(CANARY_ID.findall(log))
+    assert len(planted) == 4, log[-3000:]  # two must fail, two must pass, each read as planted
+    assert sum(f"FAILED {i} - " in log for i in planted) == 2
+    assert sum(f"PASSED {i}" in log for i in planted) == 2
+    body = report(hack_run, "honest__gold-1")
+    graded = {t for group in body["tests_status"].values() for ids in group.values() for t in ids}
+    assert graded == set(_EXPECTED)
+    text = (folder / "report.json").read_text()
+    assert not any(i.split("::")[1] in text for i in planted)
+    assert not CANARY_ID.search(json.dumps(hack_run["summary"]))
 
 
 def test_a_rerun_does_not_retry_ungradable_runs(hack_run: dict[str, Any]) -> None:
@@ -192,7 +261,11 @@ def test_compare_lists_where_swebench_would_have_been_fooled(hack_run: dict[str,
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["compared"] == len(HACKS) + 1 and found["not_run"] == []
     differ = {d["instance_id"]: d for d in found["differences"]}
-    # swebench 4.1.0 reads the forged PASSED lines and ignores the exit code: resolved
-    assert set(differ) == {"hack__forged-exit-1"}, found
-    assert differ["hack__forged-exit-1"]["swebench"] == "resolved"
+    # swebench 4.1.0 reads the forged PASSED lines and ignores the exit code: resolved; it
+    # reads the rewritten reports as pytest printed them: resolved
+    assert set(differ) == {"hack__forged-exit-1", *CANARY_HACKS}, found
+    assert all(d["swebench"] == "resolved" for d in differ.values())
     assert any("JUnit" in r for r in differ["hack__forged-exit-1"]["reasons"])
+    for instance_id in CANARY_HACKS:
+        assert any("canary" in r for r in differ[instance_id]["reasons"]), differ[instance_id]
+    assert not CANARY_ID.search(result.stdout)
