@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymfleet.envs.swe import upstream
-
+from gymfleet.envs.swe.canary import Canary, canary_error, without_canary
 from gymfleet.envs.swe.junit import JunitReports, reports_for
 from gymfleet.envs.swe.logparse import (
     LogParser,
@@ -152,7 +152,8 @@ def test_output(log: str) -> str | None:
 
 def grade_output(output: str, exit_code: int | None, fail_to_pass: list[str],
                  pass_to_pass: list[str], parser: LogParser, spec: Any = None,
-                 junit: JunitReports | None = None, require_junit: bool = False) -> Grade:
+                 junit: JunitReports | None = None, require_junit: bool = False,
+                 canary: Canary | None = None) -> Grade:
     """Grades the output of one test command run.
 
     Args:
@@ -166,6 +167,8 @@ def grade_output(output: str, exit_code: int | None, fail_to_pass: list[str],
             a test passes only if the log and the report both say so.
         require_junit: the run was asked for a JUnit report; without one (``junit`` None) the
             session never finished (``os._exit``, a crash) and nothing it printed counts.
+        canary: the canary planted in the run, if any; its tests must read exactly as planted
+            in the log and ``junit``, and are not graded.
 
     Returns:
         The :class:`Grade`. A run with no test results, or one that crashed (non-zero exit, no
@@ -175,12 +178,16 @@ def grade_output(output: str, exit_code: int | None, fail_to_pass: list[str],
     junk = tuple(c for c in [*fail_to_pass, *pass_to_pass] if is_junk_id(c))
     f2p = [c for c in fail_to_pass if not is_junk_id(c)]
     p2p = [c for c in pass_to_pass if not is_junk_id(c)]
-    found = parse_occurrences(output, parser, spec)
+    everything = parse_occurrences(output, parser, spec)
+    found, own_junit = without_canary(canary, everything, junit)
     status_map = {key: worst(statuses) for key, statuses in found.items()}
-    error = _check_status_map(status_map, exit_code)
+    error = _check_status_map(status_map, exit_code, canary_fails=canary is not None)
     if error is None and require_junit and junit is None:
         error = ("pytest left no JUnit report: the test session did not finish (os._exit or a "
                  "crash), so the lines it printed are not results")
+    if error is None and canary is not None:
+        error = canary_error(canary, everything, junit)
+    junit = own_junit
     effective: dict[str, str] = {}
     if error is None:
         effective = _effective_statuses(found, f2p, p2p, skipped_per_file(output), junit)
@@ -248,11 +255,14 @@ def _ungradable(log: str) -> str | None:
     return None
 
 
-def _check_status_map(status_map: dict[str, str], exit_code: int | None) -> str | None:
+def _check_status_map(status_map: dict[str, str], exit_code: int | None,
+                      canary_fails: bool = False) -> str | None:
+    """Why the results cannot be graded (none, or a crash), else None. ``canary_fails``: the
+    run held the grader's canary, whose failing tests make pytest exit 1 (checked apart)."""
     if not status_map:
         return f"the log has no test results (test command exit code {exit_code})"
     failing = any(s in _FAILING for s in status_map.values())
-    if exit_code not in (None, 0) and not failing:
+    if exit_code not in (None, 0) and not failing and not (canary_fails and exit_code == 1):
         return (
             f"the test command exited {exit_code} but the log reports no failing test: "
             "the run crashed or the output is not from the real test run"

@@ -30,6 +30,7 @@ from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import services, upstream
+from gymfleet.envs.swe.canary import plant_canary
 from gymfleet.envs.swe.errors import ImageBuildFailedError, SWEError, SWESetupError
 from gymfleet.envs.swe.graded_patch import graded_patch
 from gymfleet.envs.swe.grading import TEST_EXIT_CODE, Grade, grade_output, ungraded
@@ -289,14 +290,21 @@ class SWEHarness:
     async def _run_tests(self, sandbox: Sandbox, instance: SWEInstance, spec: RepoSpec,
                          conda: bool, result: InstanceResult) -> None:
         """Runs the test command as its own exec and grades what that exec returned (with
-        pytest's JUnit report when the command is pytest); the markers and exit code in
-        ``test_log`` are written here, around its output."""
+        pytest's JUnit report when the command is pytest, and the grader's canary when it takes
+        pytest's file arguments: :mod:`~gymfleet.envs.swe.canary`, planted only now, after the
+        agent, and removed after the run); the markers and exit code in ``test_log`` are
+        written here, around its output."""
         t1 = time.monotonic()
         junit_path = (f"/tmp/gymfleet-results-{secrets.token_hex(8)}/junit.xml"
                       if runs_pytest(spec.test_cmd) else None)
-        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path),
+        canary = plant_canary(spec.test_cmd, spec.test_directives(instance.row()))
+        if canary is not None:
+            await sandbox.put_file(f"{scripts.REPO_DIR}/{canary.path}", canary.source.encode())
+        run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path, canary),
                                  timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
+        if canary is not None:
+            await sandbox.exec(canary.remove_command(scripts.REPO_DIR), timeout_s=60)
         c = upstream.constants()
         output = run.stdout + run.stderr
         result.test_log += (f"+ : '{c.START_TEST_OUTPUT}'\n{output}\n+ : '{c.END_TEST_OUTPUT}'\n"
@@ -311,7 +319,7 @@ class SWEHarness:
                              spec.parser(), SimpleNamespace(instance_id=instance.instance_id,
                                                             repo=instance.repo,
                                                             version=instance.version),
-                             junit=junit, require_junit=junit_path is not None)
+                             junit=junit, require_junit=junit_path is not None, canary=canary)
         result.grade = grade  # no results / a crash: unresolved, as swebench 4.1.0 grades it
         result.resolved = grade.resolved
 

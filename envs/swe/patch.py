@@ -17,6 +17,7 @@ import shlex
 from pathlib import PurePosixPath
 
 from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe.canary import Canary
 from gymfleet.envs.swe.image_scripts import START_COMMIT_FILE
 from gymfleet.envs.swe.instances import SWEInstance
 from gymfleet.envs.swe.specs import RepoSpec
@@ -140,15 +141,17 @@ def eval_setup_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False
 
 
 def test_run_script(instance: SWEInstance, spec: RepoSpec, conda: bool = False,
-                    junit_path: str | None = None) -> str:
+                    junit_path: str | None = None, canary: Canary | None = None) -> str:
     """The test command alone (after the conda activation and the spec's ``eval_commands``),
     last, so that the exit status is the command's (passed in memory with ``bash -c``, so the
     code under test cannot rewrite what runs after it); with ``junit_path``, pytest also
-    writes its JUnit report there."""
+    writes its JUnit report there; with ``canary``, its file is among the test files."""
     activate = list(_CONDA) if conda else []
     junit = f" --junitxml={shlex.quote(junit_path)}" if junit_path else ""
+    files = spec.test_directives(instance.row())
+    command = " ".join([spec.test_cmd, *(canary.files(files) if canary else files)])
     return "\n".join(["set -u", *activate, f"cd {REPO_DIR}", *spec.eval_commands,
-                      f"{spec.test_command(instance.row())}{junit} 2>&1"]) + "\n"
+                      f"{command}{junit} 2>&1"]) + "\n"
 
 
 def python_script(source: str, conda: bool = False) -> str:
