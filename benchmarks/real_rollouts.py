@@ -344,7 +344,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
     extra: dict[str, Any] = {}
     if stages1 is not None:
         extra["stages"] = cpu_stages.per_rollout(stages0, stages1, tree_cpu, completed)
-    if docker1 is not None:
+    if docker0 is not None and docker1 is not None:
         extra |= docker_cpu.per_rollout(docker0, docker1, tree_cpu, completed)
         extra["docker_cpu_note"] = docker_cpu.NOTE
     if profile is not None:
