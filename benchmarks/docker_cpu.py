@@ -8,7 +8,8 @@ this process tree. Over a window it is counted in two parts, beside the orchestr
   this process started (``DockerSandbox.start`` is wrapped, so no Docker API call is made to find
   them); ``DockerSandbox.close`` is wrapped to read the container just before it is removed, and
   that last reading is kept. A container's delta is its reading at the window's end (or its last)
-  minus its reading at the start, 0 for one started inside the window.
+  minus its reading at the start, 0 for one started inside the window. It holds each
+  ``docker exec``'s ``runc init`` from the moment that joins the cgroup: Docker's cost, not the task's.
 - **docker_daemon**: ``dockerd`` and ``containerd`` (utime+stime+cutime+cstime, from
   ``/proc/<pid>/stat``: the short-lived ``containerd-shim start`` they reap lands in their cutime),
   and each sandbox's shim (found by its ``-id <container>`` argument) with its reaped children:
@@ -27,6 +28,7 @@ microseconds; the sums telescope, so the mean over many rollouts is exact.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +107,8 @@ class Snapshot:
     """This process's CPU seconds spent in the meter's reads (charged to the orchestrator)."""
     other_containers: int = 0
     """Containers under the same cgroup parent that this process did not start, at the reading."""
+    execs: int = 0
+    """``docker exec`` calls made by this process's sandboxes so far."""
 
 
 def per_rollout(before: Snapshot, after: Snapshot, orchestrator_s: float, n: int) -> dict[str, Any]:
@@ -117,7 +121,7 @@ def per_rollout(before: Snapshot, after: Snapshot, orchestrator_s: float, n: int
 
     Returns:
         ``docker_cpu_s_per_rollout`` (the split and its total), ``docker_daemon_parts_s_per_rollout``
-        and the meter's own reads per rollout; empty when ``n`` is 0.
+        the meter's own reads and the ``docker exec`` calls per rollout; empty when ``n`` is 0.
     """
     if not n:
         return {}
@@ -139,12 +143,13 @@ def per_rollout(before: Snapshot, after: Snapshot, orchestrator_s: float, n: int
     return {"docker_cpu_s_per_rollout": {k: round(v / n, 5) for k, v in split.items()},
             "docker_daemon_parts_s_per_rollout": {k: round(v / n, 5) for k, v in parts.items()},
             "docker_meter_reads_s_per_rollout": round((after.meter_s - before.meter_s) / n, 5),
+            "docker_execs_per_rollout": round((after.execs - before.execs) / n, 2),
             "other_containers_at_end": after.other_containers}
 
 
 class DockerCpuMeter:
     """Wraps ``DockerSandbox.start`` and ``close`` (once per process) to follow this process's
-    containers; :meth:`read` takes a :class:`Snapshot`."""
+    containers, and its ``docker exec`` call to count them; :meth:`read` takes a :class:`Snapshot`."""
 
     def __init__(self) -> None:
         self._files: dict[str, Path] = {}
@@ -153,6 +158,8 @@ class DockerCpuMeter:
         self._containers: dict[str, ContainerCpu] = {}
         self._procs: dict[tuple[int, int], ProcCpu] = {}
         self._meter_s = 0.0
+        self._execs = 0
+        self._lock = threading.Lock()  # execs are counted on the sandboxes' worker threads
         self._install()
 
     def read(self) -> Snapshot:
@@ -166,7 +173,7 @@ class DockerCpuMeter:
         ours = {f.parent.name for f in self._files.values()}
         others = sum(1 for p in parents for d in p.iterdir() if d.name not in ours and _is_container(d.name))
         self._meter_s += time.thread_time() - t0
-        return Snapshot(dict(self._containers), dict(self._procs), self._meter_s, others)
+        return Snapshot(dict(self._containers), dict(self._procs), self._meter_s, others, self._execs)
 
     def add(self, container_id: str) -> None:
         """Follows a container just started: finds its cgroup, its shim and the daemons.
@@ -218,7 +225,7 @@ class DockerCpuMeter:
     def _install(self) -> None:
         from gymfleet.envs.sandbox.docker_sandbox import DockerSandbox
 
-        meter, start, close = self, DockerSandbox.start, DockerSandbox.close
+        meter, start, close, exec_sync = self, DockerSandbox.start, DockerSandbox.close, DockerSandbox._exec_sync
 
         async def followed_start(sandbox: Any) -> None:
             await start(sandbox)
@@ -233,6 +240,12 @@ class DockerCpuMeter:
                 meter._meter_s += time.thread_time() - t0
             await close(sandbox)
 
+        def counted_exec(sandbox: Any, *args: Any, **kwargs: Any) -> Any:
+            with meter._lock:
+                meter._execs += 1
+            return exec_sync(sandbox, *args, **kwargs)
+
+        DockerSandbox._exec_sync = counted_exec  # type: ignore[method-assign]
         DockerSandbox.start = followed_start  # type: ignore[method-assign]
         DockerSandbox.close = read_then_close  # type: ignore[method-assign]
 

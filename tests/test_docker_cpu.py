@@ -17,9 +17,11 @@ def docker_cpu():
     try:
         spec = importlib.util.spec_from_file_location("docker_cpu", BENCHMARKS / "docker_cpu.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules["docker_cpu"] = module  # its dataclasses look their module up there
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(BENCHMARKS))
+        sys.modules.pop("docker_cpu", None)
     return module
 
 
@@ -42,14 +44,14 @@ def test_split_counts_exec_processes_once_and_new_containers_from_zero(docker_cp
     after = S(containers={"a": C(14.0, 1.0), "b": C(3.0, 1.0)},
               procs={(1, 100): P("shim", 1.5, 24.8), (3, 200): P("shim", 0.2, 2.4),
                      (2, 5): P("dockerd", 52.0, 0.0), (4, 6): P("containerd", 6.0, 1.1)},
-              meter_s=0.6, other_containers=2)
+              meter_s=0.6, other_containers=2, execs=30)
     got = docker_cpu.per_rollout(before, after, orchestrator_s=3.0, n=5)
     assert got["docker_daemon_parts_s_per_rollout"] == pytest.approx(
         {"dockerd": 0.4, "containerd": 0.22, "shims": 0.14, "runc_via_shims": 0.24})
     assert got["docker_cpu_s_per_rollout"] == pytest.approx(
         {"orchestrator": 0.6, "containers": 1.4, "docker_daemon": 1.0, "total": 3.0})
     assert got["docker_meter_reads_s_per_rollout"] == pytest.approx(0.1)
-    assert got["other_containers_at_end"] == 2
+    assert got["other_containers_at_end"] == 2 and got["docker_execs_per_rollout"] == 6
     assert docker_cpu.per_rollout(before, after, 3.0, 0) == {}
 
 
