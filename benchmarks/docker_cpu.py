@@ -20,8 +20,8 @@ this process tree. Over a window it is counted in two parts, beside the orchestr
   are not counted apart: their CPU reaches the shim's cutime once reaped.
 
 ``dockerd`` and ``containerd`` serve every client of the daemon: on a shared machine another
-user's Docker work in the window lands in ``docker_daemon`` (``other_containers_at_end`` counts
-the containers that are not this run's). Ticks are 10 ms, cgroup figures nanoseconds or
+user's Docker work in the window lands in ``docker_daemon`` (``other_containers_at_start_and_end``
+counts the containers that are not this run's; image builds run none that last). Ticks are 10 ms, cgroup figures nanoseconds or
 microseconds; the sums telescope, so the mean over many rollouts is exact.
 """
 
@@ -144,7 +144,7 @@ def per_rollout(before: Snapshot, after: Snapshot, orchestrator_s: float, n: int
             "docker_daemon_parts_s_per_rollout": {k: round(v / n, 5) for k, v in parts.items()},
             "docker_meter_reads_s_per_rollout": round((after.meter_s - before.meter_s) / n, 5),
             "docker_execs_per_rollout": round((after.execs - before.execs) / n, 2),
-            "other_containers_at_end": after.other_containers}
+            "other_containers_at_start_and_end": [before.other_containers, after.other_containers]}
 
 
 class DockerCpuMeter:

@@ -51,7 +51,7 @@ def test_split_counts_exec_processes_once_and_new_containers_from_zero(docker_cp
     assert got["docker_cpu_s_per_rollout"] == pytest.approx(
         {"orchestrator": 0.6, "containers": 1.4, "docker_daemon": 1.0, "total": 3.0})
     assert got["docker_meter_reads_s_per_rollout"] == pytest.approx(0.1)
-    assert got["other_containers_at_end"] == 2 and got["docker_execs_per_rollout"] == 6
+    assert got["other_containers_at_start_and_end"] == [0, 2] and got["docker_execs_per_rollout"] == 6
     assert docker_cpu.per_rollout(before, after, 3.0, 0) == {}
 
 
