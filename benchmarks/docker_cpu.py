@@ -21,7 +21,7 @@ this process tree. Over a window it is counted in two parts, beside the orchestr
 
 ``dockerd`` and ``containerd`` serve every client of the daemon: on a shared machine another
 user's Docker work in the window lands in ``docker_daemon`` (``other_containers_at_start_and_end``
-counts the containers that are not this run's; image builds run none that last). Ticks are 10 ms, cgroup figures nanoseconds or
+counts the containers that are not this run's; another user's image builds show in neither). Ticks are 10 ms, cgroup figures nanoseconds or
 microseconds; the sums telescope, so the mean over many rollouts is exact.
 """
 
