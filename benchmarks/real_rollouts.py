@@ -12,7 +12,9 @@ steady window after ``--warmup-s``:
 - ``sandbox_acquire_s`` p50/p95 inside rollouts (the warm pool's lease), ``sandbox_cold_starts``,
   ``reset_s`` and ``env_s`` p50/p95 under load;
 - peak RSS (this process and all its descendants) and processes, per rollout in flight;
-- the machine's load average before and after, and this process's CPU use.
+- the machine's load average before and after, and this process's CPU use; on ``--backend docker``
+  also the CPU outside this process tree, the containers' and the Docker daemons'
+  (``docker_cpu_s_per_rollout``, helper ``docker_cpu.py``).
 
 Before/after: the same script runs on a checkout of d52b72a (before EnvResources), where each
 rollout makes its env and backend and starts its own sandbox and Chromium (detected: no
@@ -43,6 +45,7 @@ import psutil
 
 import gymfleet
 import cpu_stages
+import docker_cpu
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.core.records import Message, SamplingParams, Trajectory
@@ -296,6 +299,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
     stopped_early = False
     next_tree = 0.0
     stages0: dict[str, Any] | None = None
+    docker0: docker_cpu.Snapshot | None = None
     profile: cpu_stages.Profile | None = None
     while not runner.done():
         await asyncio.sleep(0.25)
@@ -314,6 +318,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
                 cpu0, tree_cpu0 = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s)
                 leases0 = len(timings.leases)
                 stages0 = args.meter.snapshot() if args.meter else None
+                docker0 = args.docker_meter.read() if args.docker_meter else None
                 if args.cprofile:
                     profile = cpu_stages.Profile().__enter__()
             samples.append(in_flight)
@@ -329,6 +334,7 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
         profile.__exit__()
     stages1 = args.meter.snapshot() if args.meter and stages0 else None
     cpu1, tree_cpu = resource.getrusage(resource.RUSAGE_SELF), await asyncio.to_thread(tree.cpu_s) - tree_cpu0
+    docker1 = args.docker_meter.read() if docker0 is not None else None
     window_leases = timings.leases[leases0:]
     await asyncio.to_thread(tree.sample)  # at full concurrency, before the stop drains it
     load1 = os.getloadavg()
@@ -338,6 +344,9 @@ async def drive(scheduler: Scheduler, concurrency: int, duration_s: float, warmu
     extra: dict[str, Any] = {}
     if stages1 is not None:
         extra["stages"] = cpu_stages.per_rollout(stages0, stages1, tree_cpu, completed)
+    if docker0 is not None and docker1 is not None:
+        extra |= docker_cpu.per_rollout(docker0, docker1, tree_cpu, completed)
+        extra["docker_cpu_note"] = docker_cpu.NOTE
     if profile is not None:
         extra["event_loop_profile_tottime"] = profile.top(30)
         extra["event_loop_profile_file"] = profile.dump(Path(tempfile.gettempdir()) / f"gymfleet-profile-{concurrency}.pstats")
@@ -394,9 +403,9 @@ def main() -> None:
     parser.add_argument("--terminal-env", choices=sorted(TERMINAL_ENVS), default="builtin",
                         help="builtin: Terminal-v0's log-errors, word-frequency, organize-files; easy: TerminalEasy-v0")
     parser.add_argument("--backend", choices=["local", "docker"], default="local",
-                        help="terminal sandboxes: local (bubblewrap) or docker; on docker the containers' CPU is "
-                             "the daemon's, outside this process tree: cpu_s_per_rollout and --stages count the "
-                             "orchestrator's side only")
+                        help="terminal sandboxes: local (bubblewrap) or docker; on docker cpu_s_per_rollout and "
+                             "--stages count this process tree only, docker_cpu_s_per_rollout adds the containers' "
+                             "cgroups and the daemons (benchmarks/docker_cpu.py)")
     parser.add_argument("--stages", action="store_true",
                         help="CPU-s per rollout by stage (orchestrator threads, sandbox start/setup/exec/grading/reset)")
     parser.add_argument("--cprofile", action="store_true", help="cProfile the event loop over each steady window")
@@ -415,11 +424,13 @@ def main() -> None:
     }
     timings = Timings()
     args.meter = cpu_stages.StageMeter() if args.stages else None
+    docker_terminal = args.backend == "docker" and not args.skip_terminal
+    args.docker_meter = docker_cpu.DockerCpuMeter() if docker_terminal else None
     if not args.skip_terminal:
         out[f"terminal_{args.backend}"] = asyncio.run(bench(
             "terminal", [int(c) for c in args.concurrency.split(",") if c], args, shared, timings))
     if args.miniwob:
-        mw = argparse.Namespace(**{**vars(args), "think_s": args.miniwob_think_s,
+        mw = argparse.Namespace(**{**vars(args), "think_s": args.miniwob_think_s, "docker_meter": None,
                                    "duration_s": args.duration_s / 3, "warmup_s": args.warmup_s / 3})
         out["miniwob"] = asyncio.run(bench("miniwob", [int(c) for c in args.miniwob.split(",") if c], mw,
                                            shared, timings))

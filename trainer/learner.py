@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -198,6 +198,9 @@ class Learner:
         self.step = 0
         self.version = 0
         self._pending: list[str] = []
+        self.resumed_step_row: dict[str, Any] | None = None
+        """The step row (``StepMetrics`` as a dict, ``published_version``, ``t``) of the version
+        :meth:`resume` loaded, when that version's meta.json has one."""
         self.recent_rewards: dict[int, float] = {}
         """Mean reward of the last :data:`RECENT_STEPS` steps that trained, by step (the model card's)."""
 
@@ -248,6 +251,8 @@ class Learner:
                 skipped.append(f"v{adapter.version}: {exc}")
                 continue
             self.step, self.version = step, adapter.version
+            row = adapter.meta.get("step_row")
+            self.resumed_step_row = row if isinstance(row, dict) and row.get("step") == step else None
             await self.source.ack_groups(list(adapter.meta.get("consumed_group_ids", [])), self.claimer)
             log.info("resumed from %s at step %d", adapter.url, self.step)
             return True
@@ -322,7 +327,7 @@ class Learner:
                  "skipped" if got.skipped_ids else "trained" if got.zero_variance_ids else "none",
                  len(got.dropped_ids), got.n_extra_claims, got.n_groups_short)
         if groups and self.step % self.config.publish_every == 0:
-            metrics.published_version = await self.publish()
+            metrics.published_version = await self.publish(metrics)
         return metrics
 
     def _remember_reward(self, reward: float) -> None:
@@ -338,11 +343,14 @@ class Learner:
             self.bucket.run_id, version, self.step, hub_id(self.policy.model), self.meta(),
             dict(self.recent_rewards), note=note))
 
-    async def publish(self) -> int:
+    async def publish(self, metrics: StepMetrics | None = None) -> int:
         """Commits adapter + optimiser state + consumed group ids, then acks those groups.
 
         The version is one past both this learner's and the bucket's newest committed one: after
         resuming from v1 because v2 is corrupt, the next publish is v3 (v2 stays, immutable).
+        ``metrics`` (the step that made this version) go into its meta.json as ``step_row``, so a
+        learner killed between this commit and its ``learner.jsonl`` row loses no row: the next
+        start writes it from there (:attr:`resumed_step_row`).
         """
         version = max(self.version, self.bucket.newest_version()) + 1
         with tempfile.TemporaryDirectory() as tmp:
@@ -350,6 +358,8 @@ class Learner:
             save_learner_state(self.optimizer, self.step, Path(tmp))
             meta = {"step": self.step, "consumed_group_ids": list(self._pending),
                     **self.meta(), "recent_rewards": dict(self.recent_rewards)}
+            if metrics is not None:
+                meta["step_row"] = {**asdict(metrics), "published_version": version, "t": time.time()}
             self.bucket.publish(version, Path(tmp), meta)
         self.version = version
         await self.source.ack_groups(self._pending, self.claimer)

@@ -116,7 +116,11 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         log = logging.getLogger("gymfleet.trainer.worker")
         log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
                  learner.version, released)
-        with open_for_append(Path(args.report_dir) / STEPS_FILE) as out:
+        steps_path = Path(args.report_dir) / STEPS_FILE
+        missing = _missing_step_row(steps_path, learner.resumed_step_row)
+        with open_for_append(steps_path) as out:
+            if missing is not None:  # the last start was killed between its publish and this row
+                _write(out, missing)
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
                          "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
                          "device": str(learner.device)})
@@ -142,6 +146,26 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
             _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
                          "idle_s": idle_s})
         await source.leave_seat()  # a successor on another host need not wait out the seat
+
+
+def _missing_step_row(path: Path, row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``learner.jsonl`` step row to write for the resumed version's step (from its
+    meta.json's ``step_row``, marked ``recovered``) when the file has no row for that step; else None."""
+    if row is None:
+        return None
+    have: set[int] = set()
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                old = json.loads(line)
+            except ValueError:  # a torn last line: open_for_append ends it
+                continue
+            if isinstance(old, dict) and old.get("event") == "step" and isinstance(old.get("step"), int):
+                have.add(old["step"])
+    if row["step"] in have:
+        return None
+    return {"event": "step", "idle_s": 0.0, **row, "version": row["published_version"], "claimed": 0,
+            "recovered": True}
 
 
 def _torch_threads() -> int:

@@ -44,6 +44,13 @@ DEFAULT_ARGS = [
     # that the browser and slides envs of a process share one Chromium.
     "--hide-scrollbars",
     "--font-render-hinting=none",
+    # One renderer per episode context, kept across its episodes: without these, each episode's
+    # navigations (about:blank at the scrub, then the task page) start a new renderer process
+    # (about 0.06 CPU-s of the 0.3 a reused page's reset costs, docs/performance.md, MiniWoB).
+    # Renderers are never shared between contexts, so episodes still share no process.
+    "--process-per-site",
+    "--disable-site-isolation-trials",
+    "--disable-features=ProactivelySwapBrowsingInstance,BackForwardCache,RenderDocument",
 ]
 BROWSER_IMAGE = "gymfleet/browser:latest"
 CONTAINER_PAGES_DIR = "/opt/gymfleet/pages"

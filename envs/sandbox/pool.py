@@ -181,13 +181,17 @@ class SandboxPool:
         return _Slot(sandbox, spec.pool_key())
 
     async def _give_back(self, slot: _Slot) -> None:
-        keep = (
-            not self._closed
-            and not (self.config.max_uses and slot.uses >= self.config.max_uses)
-            and len(self._idle.get(slot.key, [])) < self.config.max_idle_per_key
-            and not self._expiring(slot.sandbox)
-            and await self._reset(slot.sandbox)
-        )
+        try:
+            keep = (
+                not self._closed
+                and not (self.config.max_uses and slot.uses >= self.config.max_uses)
+                and len(self._idle.get(slot.key, [])) < self.config.max_idle_per_key
+                and not self._expiring(slot.sandbox)
+                and await self._reset(slot.sandbox)
+            )
+        except BaseException:  # cancelled (a run stopping) mid-reset: the sandbox must not outlive it
+            await asyncio.shield(_close_quietly(slot.sandbox))
+            raise
         # the pool may have closed, or filled up, while the reset ran
         idle = self._idle.setdefault(slot.key, [])
         if keep and not self._closed and len(idle) < self.config.max_idle_per_key:

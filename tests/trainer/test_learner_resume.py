@@ -69,3 +69,28 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
     with pytest.raises(BucketError, match=r"none of the committed adapters \[1, 2, 3, 4\]"):
         await Learner(CONFIG, RolloutPolicy(), source, bucket, claimer="learner-4").resume()
     assert bucket.versions() == [1, 2, 3, 4]
+
+
+async def test_a_publish_carries_its_step_row_and_a_resume_writes_back_a_lost_one(tmp_path: Path) -> None:
+    from gymfleet.trainer.learner import StepMetrics
+    from gymfleet.trainer.worker import _missing_step_row
+
+    bucket = AdapterBucket(str(tmp_path / "bucket"), "run")
+    source = MemoryGroupSource({})
+    first = Learner(CONFIG, RolloutPolicy(), source, bucket)
+    first.step, first._pending = 5, ["g1"]
+    assert await first.publish(StepMetrics(5, 0.25, 0.0, 1.0, 0.0, 12, 1, 0.5)) == 1
+    second = Learner(CONFIG, RolloutPolicy(), source, bucket, claimer="learner-2")
+    assert await second.resume()
+    row = second.resumed_step_row
+    assert row is not None and (row["step"], row["loss"], row["published_version"]) == (5, 0.25, 1)
+
+    # learner.jsonl lost step 5's row (killed between the publish and the row): written back, marked
+    steps = tmp_path / "learner.jsonl"
+    steps.write_text(json.dumps({"event": "step", "step": 4}) + "\n" + '{"event": "st')  # a torn last line
+    missing = _missing_step_row(steps, row)
+    assert missing is not None and (missing["event"], missing["step"], missing["version"], missing["recovered"]) == (
+        "step", 5, 1, True)
+    steps.write_text(json.dumps({"event": "step", "step": 5}) + "\n")
+    assert _missing_step_row(steps, row) is None  # the row is there: nothing is written twice
+    assert _missing_step_row(tmp_path / "absent.jsonl", None) is None

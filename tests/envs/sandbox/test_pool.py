@@ -308,3 +308,34 @@ def test_the_local_sandbox_says_its_reset_runs_a_command() -> None:
     from gymfleet.envs.sandbox.local_sandbox import LocalSandbox
 
     assert LocalSandbox.reset_runs_a_command is True
+
+
+async def test_a_return_cancelled_during_its_reset_closes_the_sandbox() -> None:
+    """A rollout cancelled (a run stopping) while its sandbox is reset on return: the sandbox is
+    closed, not left running (before: a Docker container outlived the run)."""
+
+    class HangingReset(_ResettingSandbox):
+        async def reset(self) -> bool:
+            await asyncio.sleep(3600)
+            return True
+
+    class Backend(FakeBackend):
+        def create(self, spec: SandboxSpec, labels: SandboxLabels | None = None) -> FakeSandbox:
+            sandbox = HangingReset(spec, labels or SandboxLabels(), True)
+            self.made.append(sandbox)
+            return sandbox
+
+    backend = Backend()
+    async with SandboxPool(backend) as pool:
+        async def use() -> None:
+            async with pool.acquire(SandboxSpec()):
+                pass
+
+        task = asyncio.create_task(use())
+        while not backend.made:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # in the reset now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert backend.made[0].closed and pool.idle_count() == 0
