@@ -189,7 +189,7 @@ class SandboxPool:
                 and not self._expiring(slot.sandbox)
                 and await self._reset(slot.sandbox)
             )
-        except BaseException:  # cancelled (a run stopping) mid-reset: the sandbox must not outlive it
+        except BaseException:  # the reset failed or was cancelled (a run stopping): the sandbox must not outlive it
             await asyncio.shield(_close_quietly(slot.sandbox))
             raise
         # the pool may have closed, or filled up, while the reset ran
