@@ -24,7 +24,7 @@ from gymfleet.envs.browser.guard import PageGuard
 from gymfleet.envs.browser.hosts import BrowserHosts
 from gymfleet.envs.browser.miniwob import MiniWoBTask, miniwob_html_dir, miniwob_task_names
 from gymfleet.envs.browser.pages import PageSlot
-from gymfleet.envs.browser.page_text import PageView, clean_data, observation_text, snapshot_nodes
+from gymfleet.envs.browser.page_text import PageView, clean_data, forget_ids, observation_text, snapshot_nodes
 from gymfleet.envs.browser.tasks import BrowserTask, TaskOutcome
 
 if TYPE_CHECKING:
@@ -167,6 +167,9 @@ class BrowserEnv(AgentEnv):
         self._hosts: BrowserHosts | None = None
         self._guard = PageGuard([])
         self._instruction = ""
+        self.restarted_in_page = False
+        """Whether the last reset started its episode inside the page the last episode of the
+        same task left (MiniWoB's in-page reset) rather than loading the task page."""
 
     @staticmethod
     def _build_tasks(tasks: list[str | BrowserTask] | None) -> dict[str, BrowserTask]:
@@ -209,7 +212,7 @@ class BrowserEnv(AgentEnv):
             raise
 
     async def _reset(self, task: BrowserTask, page_seed: int) -> tuple[str, dict[str, Any]]:
-        await self._open_page()
+        await self._open_page(task)
         self._task, self._seed, self._turn, self._finished = task, page_seed, 0, False
         await self._start_task(task, page_seed)
         self._started_at = time.monotonic()
@@ -222,10 +225,11 @@ class BrowserEnv(AgentEnv):
             raise BrowserTaskError(f"task {task.name!r}: the page did not answer within "
                                    f"{self.config.start_timeout_s:g} s after loading") from None
 
-    async def _open_page(self) -> None:
+    async def _open_page(self, task: BrowserTask) -> None:
         """The episode's context (cookies, storage, pages) and page on the shared Chromium: from
-        the resources' bounded pool (a fresh one or a scrubbed one, :mod:`.pages`), or a fresh
-        one on a given host; the last episode's is given back first."""
+        the resources' bounded pool (a fresh one, a scrubbed one, or one still holding
+        ``task``'s page, :mod:`.pages`), or a fresh one on a given host; the last episode's is
+        given back first."""
         await self._close_context(reusable=True)
         # Rasterised at the screenshots' scale only when someone keeps screenshots: at 2, every
         # repaint of every page costs four times the pixels.
@@ -239,7 +243,7 @@ class BrowserEnv(AgentEnv):
             hosts = (await self.env_resources()).get(BrowserHosts)
             pages = (miniwob_html_dir(), *self.config.pages_dirs)
             self._host = await hosts.host(self.config.sandbox, self.config.chromium, pages)
-            self._slot = await hosts.lease_page(self._host, **options)
+            self._slot = await hosts.lease_page(self._host, task.page_key(self._host), **options)
             self._hosts = hosts
         self._guard = PageGuard(self._page_folders())
         self._slot.begin(self._guard, self.config.action_timeout_s)
@@ -257,17 +261,23 @@ class BrowserEnv(AgentEnv):
         return folders
 
     async def _start_task(self, task: BrowserTask, page_seed: int) -> None:
-        """Runs the task's set-up under ``start_timeout_s`` (page loads get that long, not the
-        shorter action timeout).
+        """Starts the episode under ``start_timeout_s`` (page loads get that long, not the
+        shorter action timeout): in place when the page still holds the task's page and the
+        task can restart there (:meth:`BrowserTask.restart`), else by loading it.
 
         Raises:
             BrowserTaskError: the page did not load or set up in time.
         """
         assert self._page is not None and self._host is not None
         self._page.set_default_timeout(self.config.start_timeout_s * 1000)
+        page_key = task.page_key(self._host)
         try:
             async with asyncio.timeout(self.config.start_timeout_s):
-                await task.start(self._page, self._host, page_seed)
+                self.restarted_in_page = await self._restart_in_page(task, page_key, page_seed)
+                if not self.restarted_in_page:
+                    await task.start(self._page, self._host, page_seed)
+                if page_key is not None and self._slot is not None:
+                    await self._slot.hold(page_key)
         except (TimeoutError, PlaywrightError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise BrowserTaskError(
@@ -278,6 +288,25 @@ class BrowserEnv(AgentEnv):
             self._page.set_default_timeout(self.config.action_timeout_s * 1000)
             if self._slot is not None:
                 self._slot.loaded()
+
+    async def _restart_in_page(self, task: BrowserTask, page_key: str | None, page_seed: int) -> bool:
+        """The episode started inside the page the slot still holds (its ids renumbered as on a
+        fresh load); False when the slot holds nothing of the task or the task could not restart
+        (then the page is scrubbed and the episode's guard is a fresh one, for a fresh load)."""
+        slot = self._slot
+        if page_key is None or slot is None or slot.holding != page_key:
+            return False
+        self._guard.admit(page_key)
+        try:
+            if await task.restart(self._page, page_seed):
+                await forget_ids(self._page)
+                return True
+        except PlaywrightError:  # the page's scripts failed on what is left of it: load afresh
+            pass
+        await slot.scrub(self.config.start_timeout_s)
+        self._guard = PageGuard(self._page_folders())
+        slot.guard = self._guard
+        return False
 
     def _pick(self, seed: int | None, options: dict[str, Any] | None) -> tuple[BrowserTask, int]:
         ids = self.instance_ids()

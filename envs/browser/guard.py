@@ -55,10 +55,19 @@ class PageGuard:
         self.origin: str | None = None
         self.locked = False
         self.refused: list[str] = []
+        self.left_page = False
+        """A main-frame navigation was asked for after :meth:`lock` (allowed or refused, it
+        replaces the task's document): the page may not start its next episode in place."""
 
     def lock(self) -> None:
         """Called once the task's page has loaded: no later navigation widens what is allowed."""
         self.locked = True
+
+    def admit(self, url: str) -> None:
+        """Allows what the task page at ``url`` may load, as its own first navigation would, and
+        locks: for an episode that starts inside a page that already holds its task."""
+        self.allows(url, "document", navigation=True, main_frame=True)
+        self.lock()
 
     def allows(self, url: str, resource_type: str, navigation: bool, main_frame: bool) -> bool:
         """Whether a request may go (see the module docstring); the first main-frame navigation
@@ -87,6 +96,8 @@ class PageGuard:
         except Exception:  # a service worker's request has no frame
             main = False
         allowed = self.allows(request.url, request.resource_type, navigation, main)
+        if main and self.locked:
+            self.left_page = True
         if not allowed:
             self.refused.append(request.url[:200])
         try:

@@ -90,16 +90,18 @@ class BrowserHosts(SharedResource):
         browser = await host.start()
         return await browser.new_context(**options)
 
-    async def lease_page(self, host: BrowserHost, **options: Any) -> PageSlot:
+    async def lease_page(self, host: BrowserHost, page_key: str | None = None, **options: Any) -> PageSlot:
         """An episode's context and page on ``host`` (``options`` as Playwright's
-        ``new_context``), from the pool; give it back with :meth:`give_back_page`.
+        ``new_context``), from the pool; give it back with :meth:`give_back_page`. With
+        ``page_key`` (the task page the episode loads), a page still holding it comes first
+        (:attr:`PageSlot.holding`).
 
         Raises:
             BrowserStartError: Chromium did not start.
             playwright.async_api.Error: the context could not be opened.
         """
         browser = await host.start()
-        return await self.pages.lease(browser, lambda **o: self.new_context(host, **o), options)
+        return await self.pages.lease(browser, lambda **o: self.new_context(host, **o), options, page_key)
 
     async def give_back_page(self, slot: PageSlot, reusable: bool) -> None:
         """Ends a lease: the slot is scrubbed and kept when ``reusable`` (the episode ended

@@ -31,6 +31,10 @@ GENERIC_ENV_ID = "gymfleet/Browser-v0"
 HUD_DOM_IDS = ("reward-display", "sync-task-cover", "query", "click-canvas")
 """MiniWoB's own display (instruction, score, START cover): left out of the page text."""
 
+NO_IN_PAGE_RESET: frozenset[str] = frozenset()
+"""Tasks whose in-page reset does not give the page a fresh load gives for the same seed
+(checked by ``tests/envs/browser/test_in_page_reset.py``): every episode loads them afresh."""
+
 _HIDE_HUD_CSS = "#reward-display, #sync-task-cover { display: none !important; }"
 
 # Seeds Math.random, gives the page's timer room, and starts the episode (what the START
@@ -44,6 +48,27 @@ _START_JS = """
   core.EPISODE_MAX_TIME = maxMs;
   core.startEpisodeReal();
   return WOB_TASK_READY;
+}
+"""
+# MiniWoB's own in-page reset (as the reference MiniWoBInstance does between episodes): end an
+# unfinished episode with reward 0 (its force_stop), then seed and start the next one; genProblem
+# rebuilds the task area. What genProblem does not rebuild is reset here: the focus (a field the
+# last policy typed into), the scroll position, the page's local and session storage. Null when
+# the page's MiniWoB core is not there (the env then loads afresh).
+_RESTART_JS = """
+({seed, maxMs}) => {
+  if (typeof core !== 'object' || core === null || typeof core.startEpisodeReal !== 'function'
+      || typeof core.endEpisode !== 'function' || typeof genProblem !== 'function'
+      || typeof Math.seedrandom !== 'function') return null;
+  if (core.EP_TIMER !== null) core.endEpisode(0, false, 'reset');
+  try { localStorage.clear(); sessionStorage.clear(); } catch (e) {}
+  const active = document.activeElement;
+  if (active && active !== document.body && typeof active.blur === 'function') active.blur();
+  window.scrollTo(0, 0);
+  Math.seedrandom(seed);
+  core.EPISODE_MAX_TIME = maxMs;
+  core.startEpisodeReal();
+  return !!WOB_TASK_READY;
 }
 """
 _READ_JS = """
@@ -122,6 +147,23 @@ class MiniWoBTask(BrowserTask):
         args = {"seed": seed, "maxMs": int(self.page_time_limit_s * 1000), "css": _HIDE_HUD_CSS}
         if not await page.evaluate(_START_JS, args):
             await page.wait_for_function("() => WOB_TASK_READY")
+
+    def page_key(self, host: Any) -> str | None:
+        """The task page's ``file://`` URL on ``host``: MiniWoB pages restart in place."""
+        return None if self.name in NO_IN_PAGE_RESET else host.file_url(self.path)
+
+    async def restart(self, page: Any, seed: int) -> bool:
+        """MiniWoB's in-page reset (``_RESTART_JS``): ``Math.seedrandom(seed)`` then
+        ``core.startEpisodeReal()`` in the loaded page, an unfinished episode ended first with
+        reward 0; the same seed gives the page a fresh load gives. False when the page's core
+        is missing."""
+        args = {"seed": seed, "maxMs": int(self.page_time_limit_s * 1000)}
+        ready = await page.evaluate(_RESTART_JS, args)
+        if ready is None:
+            return False
+        if not ready:
+            await page.wait_for_function("() => WOB_TASK_READY")
+        return True
 
     async def instruction(self, page: Any) -> str:
         return str(await page.evaluate(_UTTERANCE_JS))

@@ -180,6 +180,18 @@ class PageView:
         return "\n".join(n.render() for n in self.nodes) or "(the page shows nothing)"
 
 
+FORGET_IDS_JS = f"""
+() => {{ document.querySelectorAll('[{ID_ATTRIBUTE}]').forEach(el => el.removeAttribute('{ID_ATTRIBUTE}'));
+        window.__gfNextId = 1; }}
+"""
+
+
+async def forget_ids(page: Any) -> None:
+    """Unstamps every element and restarts the numbering at 1, as on a freshly loaded page: an
+    episode started inside a page that served one before gets the ids a fresh load would."""
+    await page.evaluate(FORGET_IDS_JS)
+
+
 async def snapshot_nodes(page: Any, skip_ids: tuple[str, ...] = ()) -> tuple[PageNode, ...]:
     """Stamps ids on ``page``'s elements and returns the tree.
 

@@ -19,6 +19,16 @@ returns to the pool only after :meth:`PageSlot.scrub` removed every trace of the
 A slot whose episode ended in an error, a hang (``step_timeout_s``) or whose scrub failed is
 closed, never reused. Episodes in flight at once each hold their own slot: nothing is shared
 between concurrent episodes but the Chromium process.
+
+A task that can start its next episode inside its loaded page (MiniWoB's in-page reset,
+``BrowserTask.page_key``) skips the scrub and the reload: a slot whose episode ended cleanly
+on such a page goes back to the pool still holding it (:attr:`PageSlot.holding`), and the next
+lease for the same page takes it first (affinity). It is handed out holding the page only if
+its document is still the one the task loaded (a Playwright handle to that ``document``,
+which no page script can forge, still resolves to the page's current ``document``) and no
+main-frame navigation was asked for since (:attr:`PageGuard.left_page`); any other lease, or a
+failed check, scrubs it first, as above. The task's restart then regenerates everything an
+episode shows (``miniwob.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from typing import Any
 from gymfleet.envs.browser.guard import PageGuard
 
 _CLEAR_NAME_JS = "() => { window.name = ''; }"
+_SAME_DOCUMENT_JS = "(d) => d === document && document.readyState === 'complete'"
 
 
 def _blank_guard() -> PageGuard:
@@ -49,6 +60,9 @@ class PageSlot:
             episode's own while leased).
         popups_closed: pages opened by the page and closed since the slot was leased.
         episodes: episodes this slot served (1 for a fresh one).
+        holding: the task page (its ``BrowserTask.page_key``) the page still holds, loaded and
+            not scrubbed, for the next episode of that task to start in place; None when
+            blank (fresh or scrubbed).
     """
 
     def __init__(self, browser: Any, context: Any, page: Any, key: str) -> None:
@@ -57,6 +71,8 @@ class PageSlot:
         self.popups_closed = 0
         self.episodes = 0
         self.close_timeout_s = 30.0
+        self.holding: str | None = None
+        self._document: Any = None
         self._on_loaded: Callable[[], None] | None = None
 
     @classmethod
@@ -95,6 +111,30 @@ class PageSlot:
         if release is not None:
             release()
 
+    async def hold(self, page_key: str) -> None:
+        """Marks the page as holding the task page ``page_key`` that was just loaded in it: the
+        next episode of that task may start in place while this document lives.
+
+        Raises:
+            playwright.async_api.Error: the page failed.
+        """
+        if self.holding == page_key and self._document is not None:
+            return  # restarted in place: the same document, checked at the lease
+        self.holding, self._document = None, None
+        self._document = await self.page.evaluate_handle("() => document")
+        self.holding = page_key
+
+    async def holds(self, page_key: str) -> bool:
+        """Whether the page still holds ``page_key``'s document as loaded: the same document (the
+        handle taken by :meth:`hold` is that of the current ``document``), fully loaded, and no
+        main-frame navigation asked for since. Never raises (a failed check is False)."""
+        if self.holding != page_key or self._document is None or not self.alive or self.guard.left_page:
+            return False
+        try:
+            return bool(await self.page.evaluate(_SAME_DOCUMENT_JS, self._document))
+        except Exception:  # the document's context is gone (it navigated) or the page failed
+            return False
+
     async def scrub(self, timeout_s: float) -> None:
         """Removes every trace of the last episode (see the module docstring).
 
@@ -104,6 +144,7 @@ class PageSlot:
         """
         origins = {"file://"} | ({self.guard.origin} if self.guard.origin else set())
         self.guard = _blank_guard()
+        self.holding, self._document = None, None
         async with asyncio.timeout(timeout_s):
             for page in self.context.pages:
                 if page is not self.page:
@@ -157,9 +198,10 @@ class PagePool:
     """At most ``max_pages`` slots open at once (leased and idle together); idle ones kept for
     reuse, at most ``max_idle`` of them.
 
-    A lease takes an idle slot of the same context options (a scrubbed one), else opens one;
-    at ``max_pages`` it closes an idle slot of other options, else waits for a slot to come
-    back. Slots of a host whose Chromium died are dropped when met. At most ``max_opening``
+    A lease takes an idle slot of the same context options (first one still holding the
+    leasing task's page, then a scrubbed one, then one holding another page, scrubbed first),
+    else opens one; at ``max_pages`` it closes an idle slot of other options, else waits for a
+    slot to come back. Slots of a host whose Chromium died are dropped when met. At most ``max_opening``
     fresh slots are between their opening and their first page's load (:meth:`PageSlot.loaded`):
     a fresh context's first load starts a renderer (about 0.8 CPU-s), and a start-up wave of
     64 of them at once on two cores leaves every one past its ``start_timeout_s``; queued,
@@ -185,6 +227,9 @@ class PagePool:
         self._changed = asyncio.Condition()
         self.opened = 0
         self.reused = 0
+        self.reused_holding = 0
+        """Leases that got a slot still holding the leasing task's page (its episode may start
+        in place)."""
 
     @property
     def n_open(self) -> int:
@@ -201,8 +246,13 @@ class PagePool:
         return len(self._idle)
 
     async def lease(self, browser: Any, new_context: Callable[..., Awaitable[Any]],
-                    options: dict[str, Any]) -> PageSlot:
-        """A slot on ``browser`` with ``options``: a scrubbed idle one, or a fresh one.
+                    options: dict[str, Any], page_key: str | None = None) -> PageSlot:
+        """A slot on ``browser`` with ``options``: an idle one (still holding ``page_key``'s
+        page when one does and its check passes, else scrubbed), or a fresh one.
+
+        Args:
+            page_key: the task page the leasing episode will load (``BrowserTask.page_key``);
+                None for a task that always loads afresh.
 
         Raises:
             playwright.async_api.Error: the context could not be opened.
@@ -210,7 +260,7 @@ class PagePool:
         key = json.dumps(options, sort_keys=True, default=str)
         while True:
             async with self._changed:
-                slot, victim = self._take(browser, key)
+                slot, victim = self._take(browser, key, page_key)
                 if slot is None and victim is None and self._open >= self.max_pages:
                     await self._changed.wait()
                     continue
@@ -220,43 +270,71 @@ class PagePool:
             if victim is not None:
                 await victim.close()
             if slot is not None:
-                self.reused += 1
-                return slot
-            try:
-                await self._opening.acquire()
-                try:
-                    slot = await PageSlot.open(browser, new_context, options)
-                except BaseException:
-                    self._opening.release()
-                    raise
-            except BaseException:
-                await self._forget(leased=True)
-                raise
-            slot._on_loaded = self._opening.release
-            self.opened += 1
-            return slot
+                if await self._ready(slot, page_key):
+                    self.reused += 1
+                    return slot
+                await self._forget(leased=True)  # closed: look again
+                continue
+            return await self._open_slot(browser, new_context, options)
 
-    def _take(self, browser: Any, key: str) -> tuple[PageSlot | None, PageSlot | None]:
-        """(an idle slot to reuse, an idle slot to close for room); dead idle slots are dropped."""
+    async def _ready(self, slot: PageSlot, page_key: str | None) -> bool:
+        """Readies an idle slot for a lease for ``page_key``: kept holding that page when the
+        check passes, else scrubbed; False (the slot closed) when the scrub failed."""
+        if slot.holding is None:
+            return True
+        if page_key is not None and await slot.holds(page_key):
+            self.reused_holding += 1
+            return True
+        try:
+            await slot.scrub(self.scrub_timeout_s)
+            return True
+        except Exception:  # a page that will not go blank is closed, never reused
+            await slot.close()
+            return False
+
+    async def _open_slot(self, browser: Any, new_context: Callable[..., Awaitable[Any]],
+                         options: dict[str, Any]) -> PageSlot:
+        try:
+            await self._opening.acquire()
+            try:
+                slot = await PageSlot.open(browser, new_context, options)
+            except BaseException:
+                self._opening.release()
+                raise
+        except BaseException:
+            await self._forget(leased=True)
+            raise
+        slot._on_loaded = self._opening.release
+        self.opened += 1
+        return slot
+
+    def _take(self, browser: Any, key: str, page_key: str | None) -> tuple[PageSlot | None, PageSlot | None]:
+        """(an idle slot to reuse, an idle slot to close for room); dead idle slots are dropped.
+        Among idle slots of ``key``: one holding ``page_key`` first, then a blank one (no
+        scrub to pay), then any."""
         dead = [s for s in self._idle if not s.alive]
         for s in dead:
             self._idle.remove(s)
             self._open -= 1
-        for s in self._idle:
-            if s.key == key and s.browser is browser:
-                self._idle.remove(s)
-                return s, None
+        fitting = [s for s in self._idle if s.key == key and s.browser is browser]
+        if fitting:
+            rank = {page_key: 0, None: 1} if page_key is not None else {None: 0}
+            slot = min(fitting, key=lambda s: rank.get(s.holding, 2))
+            self._idle.remove(slot)
+            return slot, None
         if self._open >= self.max_pages and self._idle:
             self._open -= 1
             return None, self._idle.pop(0)
         return None, None
 
     async def give_back(self, slot: PageSlot, reusable: bool) -> None:
-        """Returns a leased slot: scrubbed and kept when ``reusable`` (its episode ended cleanly)
-        and room is left, else closed. Never raises."""
+        """Returns a leased slot: kept when ``reusable`` (its episode ended cleanly) and room is
+        left, else closed; kept holding its task page when it holds one (:meth:`PageSlot.hold`)
+        and no main-frame navigation was asked for, else scrubbed. Never raises."""
         slot.loaded()
         keep = reusable and slot.alive and len(self._idle) < self.max_idle
-        if keep:
+        holding = keep and slot.holding is not None and not slot.guard.left_page
+        if keep and not holding:  # kept holding its task page: scrubbed when leased for another
             try:
                 await slot.scrub(self.scrub_timeout_s)
             except Exception:  # a page that will not go blank is closed, never reused

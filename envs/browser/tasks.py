@@ -72,6 +72,23 @@ class BrowserTask(ABC):
             BrowserTaskError: the page did not load or set up.
         """
 
+    def page_key(self, host: Any) -> str | None:
+        """The URL of the page this task loads on ``host`` when it can start later episodes
+        inside that loaded page (:meth:`restart`); None (the default) when every episode loads
+        afresh."""
+        return None
+
+    async def restart(self, page: Any, seed: int) -> bool:
+        """Starts an episode seeded with ``seed`` inside ``page``, which holds this task's page
+        as :meth:`start` loaded it (same document) and has run episodes since. It must leave
+        the page as :meth:`start` would have (the same seed gives the same page). Returns False
+        when it cannot (the env then loads afresh); the default always can't.
+
+        Raises:
+            playwright.async_api.Error: the page failed.
+        """
+        return False
+
     @abstractmethod
     async def instruction(self, page: Any) -> str:
         """The goal, in words, for the observation."""
