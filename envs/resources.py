@@ -80,8 +80,11 @@ class ResourceUsage:
         sandboxes_started: sandboxes started so far (cold starts).
         sandboxes_reused: leases served by a warm sandbox.
         counters: what each opened :class:`SharedResource` counts (:meth:`SharedResource.counters`),
-            summed by name: ``browser_contexts`` (one per running browser episode) and
-            ``chromium_hosts`` (Chromium processes or containers alive) from the browser family.
+            summed by name: ``browser_contexts`` (one per running browser episode),
+            ``chromium_hosts`` (Chromium processes or containers alive) and, so far,
+            ``browser_pages_opened``, ``browser_pages_reused`` and
+            ``browser_pages_reused_holding_task`` (reuses whose page still held the task, for an
+            in-page restart) from the browser family.
     """
 
     sandboxes_leased: int

@@ -106,7 +106,9 @@ class BrowserEnv(AgentEnv):
     Description:
         Each episode opens a task page in a browser context of its own (fresh, or reused from
         the pool once scrubbed of the last episode: :mod:`.pages`), seeds it, and lets the agent
-        act on it one action per turn. ``gymfleet/Browser-v0`` plays every MiniWoB++ task (the
+        act on it one action per turn. A MiniWoB task's later episodes on a pooled page that
+        still holds the task start inside it (MiniWoB's own in-page reset), as a fresh load
+        of the same seed would. ``gymfleet/Browser-v0`` plays every MiniWoB++ task (the
         instance id names the task); ``gymfleet/miniwob.<task>-v0`` plays one.
 
     Observation:
@@ -139,7 +141,8 @@ class BrowserEnv(AgentEnv):
 
     Version history:
         v0: MiniWoB++ 1.1 pages, text observations, id-addressed actions; a browser context
-        per episode on the process's one Chromium, reused once scrubbed.
+        per episode on the process's one Chromium, reused once scrubbed, or restarted in place
+        for the same MiniWoB task.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}

@@ -122,7 +122,9 @@ class BrowserHosts(SharedResource):
 
     def counters(self) -> Mapping[str, int]:
         return {"browser_contexts": self.open_contexts(), "browser_contexts_idle": self.idle_contexts(),
-                "chromium_hosts": self.n_hosts()}
+                "chromium_hosts": self.n_hosts(), "browser_pages_opened": self.pages.opened,
+                "browser_pages_reused": self.pages.reused,
+                "browser_pages_reused_holding_task": self.pages.reused_holding}
 
     async def close(self) -> None:
         """Closes every host (and with it every context). Idempotent."""

@@ -14,6 +14,8 @@ reward above 0.
 from __future__ import annotations
 
 import importlib.util
+import re
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +34,17 @@ HUD_DOM_IDS = ("reward-display", "sync-task-cover", "query", "click-canvas")
 """MiniWoB's own display (instruction, score, START cover): left out of the page text."""
 
 NO_IN_PAGE_RESET: frozenset[str] = frozenset()
-"""Tasks whose in-page reset does not give the page a fresh load gives for the same seed
-(checked by ``tests/envs/browser/test_in_page_reset.py``): every episode loads them afresh."""
+"""Tasks whose in-page reset was seen to give a page other than a fresh load's for the same seed
+(``tests/envs/browser/test_in_page_reset.py`` checks every other task): they load afresh."""
+
+_DEFERRED_RE = re.compile(
+    r"setTimeout|setInterval|requestAnimationFrame|\.transition\(|\.animate\(|fade(In|Out|To)|"
+    r"slide(Up|Down|Toggle)|\.delay\(|d3\.timer|\.effect\(|\.(show|hide|toggle)\([^)]")
+"""Script that runs later than the event that caused it (timers, animations). A task whose own
+scripts have any restarts by a fresh load: in place, a callback the last episode left pending
+would run in the next one (moving-items ends its episode 9.9 s after it started, with the
+score of the clicks so far)."""
+_SCRIPT_SRC_RE = re.compile(r'<script[^>]*\ssrc="(\.\./common/special/[^"]+\.js)"')
 
 _HIDE_HUD_CSS = "#reward-display, #sync-task-cover { display: none !important; }"
 
@@ -52,9 +63,11 @@ _START_JS = """
 """
 # MiniWoB's own in-page reset (as the reference MiniWoBInstance does between episodes): end an
 # unfinished episode with reward 0 (its force_stop), then seed and start the next one; genProblem
-# rebuilds the task area. What genProblem does not rebuild is reset here: the focus (a field the
-# last policy typed into), the scroll position, the page's local and session storage. Null when
-# the page's MiniWoB core is not there (the env then loads afresh).
+# rebuilds the task area. What genProblem may not rebuild is reset here, as a fresh load has it:
+# every form field's value, checkedness and selection (the form reset algorithm, through a
+# hidden form for fields outside any form: focus-text-2 keeps its three inputs across episodes,
+# with what the last policy typed), the focus, every scroll position, the page's local and
+# session storage. Null when the page's MiniWoB core is not there (the env then loads afresh).
 _RESTART_JS = """
 ({seed, maxMs}) => {
   if (typeof core !== 'object' || core === null || typeof core.startEpisodeReal !== 'function'
@@ -64,6 +77,21 @@ _RESTART_JS = """
   try { localStorage.clear(); sessionStorage.clear(); } catch (e) {}
   const active = document.activeElement;
   if (active && active !== document.body && typeof active.blur === 'function') active.blur();
+  const holder = document.createElement('form'), loose = [];
+  holder.id = 'gf-reset-' + Date.now();
+  document.body.appendChild(holder);
+  for (const el of document.querySelectorAll('input, textarea, select')) {
+    if (el.form) continue;
+    loose.push([el, el.getAttribute('form')]);
+    el.setAttribute('form', holder.id);
+  }
+  for (const form of Array.from(document.forms)) form.reset();
+  for (const [el, owner] of loose) owner === null ? el.removeAttribute('form') : el.setAttribute('form', owner);
+  holder.remove();
+  for (const el of document.querySelectorAll('*')) {
+    if (el.scrollTop) el.scrollTop = 0;
+    if (el.scrollLeft) el.scrollLeft = 0;
+  }
   window.scrollTo(0, 0);
   Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = maxMs;
@@ -148,9 +176,21 @@ class MiniWoBTask(BrowserTask):
         if not await page.evaluate(_START_JS, args):
             await page.wait_for_function("() => WOB_TASK_READY")
 
+    @cached_property
+    def restarts_in_page(self) -> bool:
+        """Whether episodes after the first start inside the loaded page (:meth:`restart`):
+        unless the task's own scripts (its page and its ``common/special`` libraries) defer
+        work to timers or animations (``_DEFERRED_RE``), or it is in :data:`NO_IN_PAGE_RESET`."""
+        if self.name in NO_IN_PAGE_RESET or not self.path.exists():
+            return False
+        html = self.path.read_text(encoding="utf-8", errors="replace")
+        scripts = [html] + [(self.path.parent / src).read_text(encoding="utf-8", errors="replace")
+                            for src in _SCRIPT_SRC_RE.findall(html) if (self.path.parent / src).exists()]
+        return not any(_DEFERRED_RE.search(text) for text in scripts)
+
     def page_key(self, host: Any) -> str | None:
-        """The task page's ``file://`` URL on ``host``: MiniWoB pages restart in place."""
-        return None if self.name in NO_IN_PAGE_RESET else host.file_url(self.path)
+        """The task page's ``file://`` URL on ``host`` when :attr:`restarts_in_page`, else None."""
+        return host.file_url(self.path) if self.restarts_in_page else None
 
     async def restart(self, page: Any, seed: int) -> bool:
         """MiniWoB's in-page reset (``_RESTART_JS``): ``Math.seedrandom(seed)`` then
