@@ -199,9 +199,9 @@ class PagePool:
     reuse, at most ``max_idle`` of them.
 
     A lease takes an idle slot of the same context options (first one still holding the
-    leasing task's page, then a scrubbed one, then one holding another page, scrubbed first),
-    else opens one; at ``max_pages`` it closes an idle slot of other options, else waits for a
-    slot to come back. Slots of a host whose Chromium died are dropped when met. At most ``max_opening``
+    leasing task's page, then a scrubbed one, then, once ``max_spare`` are idle, one holding
+    another page, scrubbed first), else opens one; at ``max_pages`` it closes an idle slot of
+    other options, else waits for a slot to come back. Slots of a host whose Chromium died are dropped when met. At most ``max_opening``
     fresh slots are between their opening and their first page's load (:meth:`PageSlot.loaded`):
     a fresh context's first load starts a renderer (about 0.8 CPU-s), and a start-up wave of
     64 of them at once on two cores leaves every one past its ``start_timeout_s``; queued,
@@ -212,14 +212,19 @@ class PagePool:
         max_idle: scrubbed slots kept waiting for the next episode.
         max_opening: fresh slots opening or loading their first page at once.
         scrub_timeout_s: seconds a scrub may take before the slot is closed instead.
+        max_spare: idle slots below which a lease for a task page none of them holds opens a
+            fresh slot rather than scrub one holding another task's page. With as many slots
+            as episodes in flight, the one idle slot is usually the last episode's, of another
+            task; a few spare (each a renderer, about 55 MiB PSS) keep each task's pages for it.
     """
 
     def __init__(self, max_pages: int = 256, max_idle: int = 64, max_opening: int = 4,
-                 scrub_timeout_s: float = 15.0) -> None:
-        if max_pages < 1 or max_idle < 0 or max_opening < 1:
-            raise ValueError(f"max_pages and max_opening must be >= 1 and max_idle >= 0, "
-                             f"got {max_pages}, {max_opening}, {max_idle}")
+                 scrub_timeout_s: float = 15.0, max_spare: int = 16) -> None:
+        if max_pages < 1 or max_idle < 0 or max_opening < 1 or max_spare < 0:
+            raise ValueError(f"max_pages and max_opening must be >= 1, max_idle and max_spare >= 0, "
+                             f"got {max_pages}, {max_opening}, {max_idle}, {max_spare}")
         self.max_pages, self.max_idle, self.scrub_timeout_s = max_pages, max_idle, scrub_timeout_s
+        self.max_spare = max_spare
         self._opening = asyncio.Semaphore(max_opening)
         self._idle: list[PageSlot] = []
         self._open = 0
@@ -320,8 +325,11 @@ class PagePool:
         if fitting:
             rank = {page_key: 0, None: 1} if page_key is not None else {None: 0}
             slot = min(fitting, key=lambda s: rank.get(s.holding, 2))
-            self._idle.remove(slot)
-            return slot, None
+            spare = page_key is not None and len(fitting) < self.max_spare and self._open < self.max_pages
+            if rank.get(slot.holding, 2) < 2 or not spare:
+                self._idle.remove(slot)
+                return slot, None
+            return None, None  # a fresh one: the idle pages stay with their tasks
         if self._open >= self.max_pages and self._idle:
             self._open -= 1
             return None, self._idle.pop(0)

@@ -144,6 +144,7 @@ async def test_the_pool_hands_a_page_holding_the_task_to_that_task_and_scrubs_it
         resources: EnvResources, browser_host: LocalChromium, chromium_path: str) -> None:
     pool = resources.get(BrowserHosts).pages
     button, text = pooled(resources, chromium_path, ["click-button"]), pooled(resources, chromium_path, ["enter-text"])
+    other = pooled(resources, chromium_path, ["focus-text"])
     try:
         await button.reset_async(options={"instance_id": "click-button@1"})
         await text.reset_async(options={"instance_id": "enter-text@1"})
@@ -151,18 +152,31 @@ async def test_the_pool_hands_a_page_holding_the_task_to_that_task_and_scrubs_it
         await button.close_async()  # back to the pool, holding click-button
         await text.close_async()    # holding enter-text
         held = pool.reused_holding
-        obs, _ = await text.reset_async(options={"instance_id": "enter-text@2"})
+        await text.reset_async(options={"instance_id": "enter-text@2"})
         assert text.restarted_in_page and text._slot is not button_slot and pool.reused_holding == held + 1
-        other = pooled(resources, chromium_path, ["focus-text"])
-        try:  # the only idle page holds click-button: scrubbed, then focus-text loads afresh
-            obs, _ = await other.reset_async(options={"instance_id": "focus-text@4"})
-            assert other._slot is button_slot and not other.restarted_in_page
-            assert obs == await fresh_observation(browser_host, "focus-text@4")
-        finally:
-            await other.close_async()
-    finally:
-        await button.close_async()
+        opened = pool.opened  # fewer than max_spare idle: a fresh page, click-button's kept for it
+        await other.reset_async(options={"instance_id": "focus-text@4"})
+        assert other._slot is not button_slot and pool.opened == opened + 1 and button_slot in pool._idle
+        await other.close_async()
+        pool.max_spare = 0  # none spare: the idle page holding another task is scrubbed
         await text.close_async()
+        await other.reset_async(options={"instance_id": "focus-text@4"})
+        assert other.restarted_in_page  # its own page first
+        await button.reset_async(options={"instance_id": "click-button@2"})
+        assert button.restarted_in_page
+        await button.close_async()
+        await other.close_async()
+        leaked = pooled(resources, chromium_path, ["choose-list"])
+        try:
+            obs, _ = await leaked.reset_async(options={"instance_id": "choose-list@4"})
+            assert pool.opened == opened + 1 and not leaked.restarted_in_page
+            assert obs == await fresh_observation(browser_host, "choose-list@4")
+        finally:
+            await leaked.close_async()
+    finally:
+        pool.max_spare = 16
+        for env in (button, text, other):
+            await env.close_async()
 
 
 @pytest.mark.slow
