@@ -3,7 +3,8 @@ reuses them across episodes, scrubbed in between.
 
 Opening a context and its page costs Chromium a renderer process (two, with the first
 navigation's) and about 1.3 CPU-s with the task page's load and the episode's first reset; a
-reused page's whole reset, scrub included, about 0.25 to 0.3 (``docs/performance.md``, MiniWoB). An episode's page is an adversary's: a policy
+reused page's whole reset, scrub included, about 0.25 to 0.3, and one restarted in place about
+0.015 to 0.02 (``docs/performance.md``, MiniWoB). An episode's page is an adversary's: a policy
 acts on it, and the page's scripts may keep whatever the policy made them write. A slot
 returns to the pool only after :meth:`PageSlot.scrub` removed every trace of the episode:
 
