@@ -185,7 +185,7 @@ def takes_test_files(test_cmd: str) -> bool:
 def runner_of(test_cmd: str) -> str | None:
     """The :data:`RUNNERS` entry for ``test_cmd``: ``pytest`` (:func:`takes_test_files`),
     ``django`` (``.../runtests.py``), ``sympy`` (``bin/test``), else None (no canary)."""
-    words = shlex.split(test_cmd)
+    words = test_cmd.split()
     if takes_test_files(test_cmd):
         return "pytest"
     if any(w.endswith("runtests.py") for w in words[:2]):
@@ -212,8 +212,10 @@ def plant_canary(test_cmd: str, test_files: list[str], fail_to_pass: list[str],
     """A new canary for a run of ``test_cmd``, or None when the runner gets none.
 
     The canary is appended to the file in ``sources`` that holds the first FAIL_TO_PASS test
-    (whose id shows its file), else to the first one named like a test. With no such source, a pytest run gets a new
-    file beside its first test file, placed at a random position among ``test_files``.
+    (whose id shows its file), else to the first one named like a test. With no such source,
+    a pytest run gets a new file (three words: ``test_<w>_<w>_<w>.py``) beside its first test
+    file, placed at a random position among ``test_files``; the caller checks that no such
+    file exists.
 
     Args:
         test_cmd: the spec's test command (without the files).
@@ -230,7 +232,8 @@ def plant_canary(test_cmd: str, test_files: list[str], fail_to_pass: list[str],
         return None
     runner = RUNNERS[name]
     rng = rng or secrets.SystemRandom()
-    usable = {p: s for p, s in sources.items() if len(s) <= MAX_SOURCE_BYTES and p.endswith(".py")}
+    usable = {p: s for p, s in sources.items()
+              if len(s) <= MAX_SOURCE_BYTES and p.endswith(".py")}
     path = _target(runner, usable, fail_to_pass)
     position: int | None = None
     if path is None:
@@ -238,13 +241,14 @@ def plant_canary(test_cmd: str, test_files: list[str], fail_to_pass: list[str],
         if not runner.new_file or not python:
             return None
         folder = PurePosixPath(([f for f in python if _looks_like_test(f)] or python)[0]).parent
-        words = _word_pool([*fail_to_pass, *taken], "", rng)
-        path = str(folder / f"test_{'_'.join(rng.sample(words, 2))}.py")
+        words = _word_pool([*fail_to_pass, *taken], "")
+        path = str(folder / f"test_{'_'.join(rng.sample(words, 3))}.py")
         position = rng.randrange(len(test_files) + 1)
     original = usable.get(path) if position is None else None
     text = (original or b"").decode("utf-8", "replace")
-    used = set(re.findall(r"\w+", text)) | set(re.findall(r"\w+", " ".join([*fail_to_pass, *taken])))
-    words = _word_pool([*fail_to_pass, *taken], text, rng)
+    known = " ".join([*fail_to_pass, *taken])
+    used = set(re.findall(r"\w+", text)) | set(re.findall(r"\w+", known))
+    words = _word_pool([*fail_to_pass, *taken], text)
     tests = [(_fresh_name(words, used, rng), passes) for passes in
              [False] * N_MUST_FAIL + [True] * N_MUST_PASS]
     rng.shuffle(tests)
@@ -325,7 +329,7 @@ def _looks_like_test(path: str) -> bool:
     return name.startswith("test_") or name.endswith("_test.py") or name == "tests.py"
 
 
-def _word_pool(ids: list[str], source: str, rng: random.Random) -> list[str]:
+def _word_pool(ids: list[str], source: str) -> list[str]:
     """Words of the run's test names and the file's test functions, plus :data:`WORDS`."""
     names = re.findall(r"\btest_(\w+)", " ".join(ids) + "\n" + source)
     own = {w for n in names for w in n.lower().split("_") if w.isalpha() and 3 <= len(w) <= 12}

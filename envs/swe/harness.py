@@ -329,7 +329,8 @@ class SWEHarness:
         """Removes the eval script and patch files (the test patch is written in the script: no
         copy of it stays for the code under test to compare the test files with), reads the
         test patch's files and plants the canary (:func:`~gymfleet.envs.swe.canary.plant_canary`):
-        appended to one of them, keeping its mode and modification time, or a new file."""
+        appended to one of them, keeping its mode and modification time, or a new file (none
+        when three drawn names all exist)."""
         await sandbox.exec(f"rm -f {scripts.EVAL_SCRIPT_PATH} {scripts.PATCH_PATH}", timeout_s=60)
         sources: dict[str, bytes] = {}
         for path in canary_candidates(spec.test_cmd, instance.test_patch):
@@ -337,8 +338,17 @@ class SWEHarness:
                 sources[path] = await sandbox.get_file(f"{scripts.REPO_DIR}/{path}")
             except SandboxError:
                 continue  # deleted by the test patch, or not a regular file
-        canary = plant_canary(spec.test_cmd, spec.test_directives(instance.row()),
-                              instance.FAIL_TO_PASS, sources, taken=instance.PASS_TO_PASS)
+        for _ in range(3):  # a new file's name drawn again while the repository has one
+            canary = plant_canary(spec.test_cmd, spec.test_directives(instance.row()),
+                                  instance.FAIL_TO_PASS, sources, taken=instance.PASS_TO_PASS)
+            if canary is None or canary.original is not None:
+                break
+            path = shlex.quote(f"{scripts.REPO_DIR}/{canary.path}")
+            exists = await sandbox.exec(f"test -e {path}", timeout_s=60)
+            if exists.exit_code != 0:
+                break
+        else:
+            return None
         if canary is not None and canary.original is not None:
             await _overwrite(sandbox, f"{scripts.REPO_DIR}/{canary.path}", canary.contents)
         elif canary is not None:

@@ -38,7 +38,7 @@ from gymfleet.envs.swe.specs import load_spec
 from tests.envs.sandbox.fakes import FakeSandbox
 
 PARSER = upstream.log_parser("parse_log_pytest")
-CANARY_FILE = re.compile(r"\S*test_[a-z]+(?:_[a-z]+)+\.py")
+CANARY_FILE = re.compile(r"\S*test_[a-z]+_[a-z]+_[a-z]+\.py")
 DJANGO_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 SYMPY_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 F2P, P2P = ["tests/t.py::test_fix"], ["tests/t.py::test_old"]
@@ -419,14 +419,15 @@ def test_a_real_unittest_run_reads_as_planted_and_a_flipping_one_does_not(
 class PytestLikeSandbox(FakeSandbox):
     """Answers the harness's test command as pytest would: the instance's expected tests pass,
     each canary test's ``assert`` is evaluated (every result flipped to passed when ``flip``),
-    and the JUnit report it asks for is written; understands ``rm -f`` and the harness's
-    overwrite (``cat STAGED > TARGET``)."""
+    and the JUnit report it asks for is written; understands ``rm -f``, ``test -e`` and the
+    harness's overwrite (``cat STAGED > TARGET``)."""
 
     def __init__(self, expected: list[str], flip: bool = False) -> None:
         super().__init__(SandboxSpec(), SandboxLabels())
         self.expected, self.flip = expected, flip
         self.commands: list[str] = []
         self.run_files: dict[str, bytes] = {}
+        self.every_name_taken = False
 
     async def exec(self, cmd: str, timeout_s: float = 60.0, workdir: str | None = None,
                    env: dict[str, str] | None = None) -> ExecResult:
@@ -437,6 +438,9 @@ class PytestLikeSandbox(FakeSandbox):
                         word.endswith("*") and p.startswith(word[:-1]))]:
                     del self.files[path]
             return ExecResult(0, "", "", 0.0)
+        if cmd.startswith("test -e "):
+            taken = cmd.split()[2] in self.files or self.every_name_taken
+            return ExecResult(0 if taken else 1, "", "", 0.0)
         overwrite = re.search(r"cat (\S+) > (\S+) &&", cmd)
         if overwrite:
             self.files[overwrite.group(2)] = self.files.pop(overwrite.group(1))
@@ -466,8 +470,9 @@ def test_the_harness_plants_the_canary_for_the_run_only(flip: bool) -> None:
     result = InstanceResult(inst.instance_id, "gold", inst.patch)
     asyncio.run(SWEHarness()._run_tests(sandbox, inst, spec, False, result))
     # no test file to read: a new file among the arguments
-    cleanup, test_command, removal = sandbox.commands
+    cleanup, exists, test_command, removal = sandbox.commands
     assert cleanup == f"rm -f {scripts.EVAL_SCRIPT_PATH} {scripts.PATCH_PATH}"
+    assert exists.startswith(f"test -e {scripts.REPO_DIR}/tests/test_")
     planted = set(CANARY_FILE.findall(test_command))
     assert len(planted) == 1 and planted.pop().startswith("tests/test_")
     assert removal.startswith(f"rm -f {scripts.REPO_DIR}/tests/test_")
@@ -499,3 +504,15 @@ def test_the_harness_appends_the_canary_to_the_fix_tests_file_and_puts_it_back(
     assert any("touch -d" in c for c in sandbox.commands)  # its modification time is kept
     assert result.grade is not None and result.resolved is not flip
     assert ("rewritten in pytest's process" in (result.grade.error or "")) is flip
+
+
+def test_a_new_canary_file_never_overwrites_one_of_the_repository() -> None:
+    inst = load_instances("fixtures")[0]
+    spec = load_spec(inst.repo, inst.version)
+    sandbox = PytestLikeSandbox([*inst.FAIL_TO_PASS, *inst.PASS_TO_PASS])
+    sandbox.every_name_taken = True
+    result = InstanceResult(inst.instance_id, "gold", inst.patch)
+    asyncio.run(SWEHarness()._run_tests(sandbox, inst, spec, False, result))
+    assert [c.split()[0] for c in sandbox.commands[1:4]] == ["test"] * 3  # three names drawn
+    assert not sandbox.files.keys() - {p for p in sandbox.files if "/junit.xml" in p}
+    assert not CANARY_FILE.search(sandbox.commands[-1]) and result.resolved  # no canary then
