@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import shlex
 import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import services, upstream
-from gymfleet.envs.swe.canary import plant_canary
+from gymfleet.envs.swe.canary import Canary, canary_candidates, plant_canary, restore_command
 from gymfleet.envs.swe.errors import ImageBuildFailedError, SWEError, SWESetupError
 from gymfleet.envs.swe.graded_patch import graded_patch
 from gymfleet.envs.swe.grading import TEST_EXIT_CODE, Grade, grade_output, ungraded
@@ -290,21 +291,21 @@ class SWEHarness:
     async def _run_tests(self, sandbox: Sandbox, instance: SWEInstance, spec: RepoSpec,
                          conda: bool, result: InstanceResult) -> None:
         """Runs the test command as its own exec and grades what that exec returned (with
-        pytest's JUnit report when the command is pytest, and the grader's canary when it takes
-        pytest's file arguments: :mod:`~gymfleet.envs.swe.canary`, planted only now, after the
-        agent, and removed after the run); the markers and exit code in ``test_log`` are
-        written here, around its output."""
+        pytest's JUnit report when the command is pytest, and the grader's canary when its
+        runner has one: :mod:`~gymfleet.envs.swe.canary`, planted only now, after the agent,
+        and taken out after the run); the markers and exit code in ``test_log`` are written
+        here, around its output."""
         t1 = time.monotonic()
         junit_path = (f"/tmp/gymfleet-results-{secrets.token_hex(8)}/junit.xml"
                       if runs_pytest(spec.test_cmd) else None)
-        canary = plant_canary(spec.test_cmd, spec.test_directives(instance.row()))
-        if canary is not None:
-            await sandbox.put_file(f"{scripts.REPO_DIR}/{canary.path}", canary.source.encode())
+        canary = await self._plant_canary(sandbox, instance, spec)
         run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path, canary),
                                  timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
         if canary is not None:
-            await sandbox.exec(canary.remove_command(scripts.REPO_DIR), timeout_s=60)
+            if canary.original is not None:
+                await _overwrite(sandbox, f"{scripts.REPO_DIR}/{canary.path}", canary.original)
+            await sandbox.exec(restore_command(canary, scripts.REPO_DIR), timeout_s=60)
         c = upstream.constants()
         output = run.stdout + run.stderr
         result.test_log += (f"+ : '{c.START_TEST_OUTPUT}'\n{output}\n+ : '{c.END_TEST_OUTPUT}'\n"
@@ -322,6 +323,53 @@ class SWEHarness:
                              junit=junit, require_junit=junit_path is not None, canary=canary)
         result.grade = grade  # no results / a crash: unresolved, as swebench 4.1.0 grades it
         result.resolved = grade.resolved
+
+    async def _plant_canary(self, sandbox: Sandbox, instance: SWEInstance,
+                            spec: RepoSpec) -> Canary | None:
+        """Removes the eval script and patch files (the test patch is written in the script: no
+        copy of it stays for the code under test to compare the test files with), reads the
+        test patch's files and plants the canary (:func:`~gymfleet.envs.swe.canary.plant_canary`):
+        appended to one of them, keeping its mode and modification time, or a new file (none
+        when three drawn names all exist)."""
+        await sandbox.exec(f"rm -f {scripts.EVAL_SCRIPT_PATH} {scripts.PATCH_PATH}", timeout_s=60)
+        sources: dict[str, bytes] = {}
+        for path in canary_candidates(spec.test_cmd, instance.test_patch):
+            try:
+                sources[path] = await sandbox.get_file(f"{scripts.REPO_DIR}/{path}")
+            except SandboxError:
+                continue  # deleted by the test patch, or not a regular file
+        for _ in range(3):  # a new file's name drawn again while the repository has one
+            canary = plant_canary(spec.test_cmd, spec.test_directives(instance.row()),
+                                  instance.FAIL_TO_PASS, sources, taken=instance.PASS_TO_PASS)
+            if canary is None or canary.original is not None:
+                break
+            path = shlex.quote(f"{scripts.REPO_DIR}/{canary.path}")
+            exists = await sandbox.exec(f"test -e {path}", timeout_s=60)
+            if exists.exit_code != 0:
+                break
+        else:
+            return None
+        if canary is not None and canary.original is not None:
+            await _overwrite(sandbox, f"{scripts.REPO_DIR}/{canary.path}", canary.contents)
+        elif canary is not None:
+            await sandbox.put_file(f"{scripts.REPO_DIR}/{canary.path}", canary.contents)
+        return canary
+
+
+async def _overwrite(sandbox: Sandbox, path: str, data: bytes) -> None:
+    """Writes ``data`` over the file at ``path``, keeping its inode, mode and modification time.
+
+    Raises:
+        SWESetupError: the file could not be written.
+    """
+    staged = f"/tmp/gymfleet-{secrets.token_hex(8)}"
+    await sandbox.put_file(staged, data)
+    target = shlex.quote(path)
+    run = await sandbox.exec(f"t=$(stat -c %y {target}) && cat {staged} > {target} && "
+                             f"touch -d \"$t\" {target}; s=$?; rm -f {staged}; exit $s", timeout_s=60)
+    if not run.ok:
+        raise SWESetupError(f"cannot write the grader's canary into {path}: "
+                            f"{_tail(run.stdout + run.stderr, 300)}")
 
 
 async def _read_junit(sandbox: Sandbox, path: str) -> JunitReports | None:

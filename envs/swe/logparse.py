@@ -12,7 +12,10 @@ does not depend on the order of lines. On top of swebench's parsers:
   and bare ``FAIL``/``ERROR`` verdict lines count against the whole test name (swebench keys the
   header by the first word and credits a printed ``ok`` line to the previous test);
 * pytest's ``SKIPPED [N] path:line: reason`` summary lines (no test id) are returned per file,
-  so grading can recognise a skipped pass-to-pass test.
+  so grading can recognise a skipped pass-to-pass test;
+* sympy logs: the verdict of each file's last test, which ``bin/test --verbose`` prints on the
+  line that ends with the file's ``[OK]``/``[FAIL]`` (swebench's parser misses it; such a test
+  is in no published list, but the grader's canary can be there).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ _SKIPPED_SUMMARY = re.compile(r"^SKIPPED \[(\d+)\] ([^\s:]+):\d+(?::|$)")
 _UNITTEST_HEADER = re.compile(r"^(FAIL|ERROR): (.+?)\s*$")
 _UNITTEST_DOTS = " ... "
 _LINE_PARSERS = {"parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2"}
+_SYMPY_LAST = re.compile(r"^(test_\w+) (ok|F|E)\s+\[(?:OK|FAIL)\]$")
+_SYMPY_STATUS = {"ok": "PASSED", "F": "FAILED", "E": "ERROR"}
 
 
 def mask_id_spaces(log: str) -> str:
@@ -75,7 +80,17 @@ def parse_occurrences(log: str, parser: LogParser, spec: Any = None) -> Occurren
                 found[unmask(key)].append(status)
     for key, status in unittest_verdicts(log):
         found[key].append(status)
+    if getattr(parser, "__name__", "") == "parse_log_sympy":
+        for key, status in sympy_last_verdicts(log):
+            found[key].append(status)
     return dict(found)
+
+
+def sympy_last_verdicts(log: str) -> list[tuple[str, str]]:
+    """The verdict of each file's last test in a sympy ``bin/test --verbose`` log: the line
+    ``test_x ok   [OK]`` (or ``F``/``E``, ``[FAIL]``) that swebench's parser does not read."""
+    found = [_SYMPY_LAST.match(raw.strip()) for raw in log.split("\n")]
+    return [(m.group(1), _SYMPY_STATUS[m.group(2)]) for m in found if m]
 
 
 def unittest_verdicts(log: str) -> list[tuple[str, str]]:
