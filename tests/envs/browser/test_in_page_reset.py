@@ -188,6 +188,9 @@ async def test_every_task_restarts_in_page_as_a_fresh_load(
         await play(env, f"{task}@40", RandomPolicy(3), max_steps=3)
         obs, _ = await env.reset_async(options={"instance_id": f"{task}@7"})
         assert env.restarted_in_page
-        assert obs == await fresh_observation(browser_host, f"{task}@7")
+        # A fresh load's first observation may miss images its genProblem adds (order-food's
+        # are not loaded yet, so not shown): the fresh loads themselves differ; one must match.
+        fresh = [await fresh_observation(browser_host, f"{task}@7") for _ in range(3)]
+        assert obs in fresh, (obs, fresh[0])
     finally:
         await env.close_async()
