@@ -85,7 +85,7 @@ def run_gymfleet(args: argparse.Namespace, root: Path, console: Any) -> dict[str
         "run_id": "vs-trl", "store": str(root / "gymfleet" / "store.db"),
         "metrics_path": str(root / "gymfleet" / "metrics.jsonl"), "bucket": str(root / "gymfleet" / "bucket"),
         "report_dir": str(root / "gymfleet" / "report"), "mode": args.gymfleet_mode, "max_in_flight": args.in_flight,
-        "learner_threads": 1, "seed": args.seed, "budget": {"max_steps": args.steps},
+        "seed": args.seed, "budget": {"max_steps": args.steps},
         "learner": {**_lora(args), "learning_rate": args.lr, "groups_per_step": args.prompts_per_step,
                     "micro_batch_size": args.prompts_per_step * args.group_size, "max_tokens": 256,
                     "publish_every": 1, "dynamic_sampling": {"enabled": False}},
@@ -217,8 +217,10 @@ def time_to_reward(systems: dict[str, dict[str, Any]], fixed_target: float) -> d
     """Each system's wall time to first reach TRL's best held-out reward and ``fixed_target``.
 
     Returns:
-        ``{"targets": {name: reward}, "<system>": {name: seconds or None}, "trl_s_over_gymfleet_s":
-        {name: ratio or None}}``; the ``trl_best`` target only when TRL ran.
+        ``{"targets": {name: reward}, "<system>": {name: seconds or None},
+        "trl_s_over_<system>_s": {name: ratio or None}}`` with one ratio entry per system other
+        than ``trl`` (> 1: that system got there first); the ``trl_best`` target and the ratios
+        only when TRL ran.
     """
     targets = {"fixed": fixed_target}
     if "trl" in systems:
@@ -226,16 +228,21 @@ def time_to_reward(systems: dict[str, dict[str, Any]], fixed_target: float) -> d
     out: dict[str, Any] = {"targets": targets}
     for name, result in systems.items():
         out[name] = {t: first_reach_s(result["heldout_curve"], r) for t, r in targets.items()}
-    if len(systems) == 2:
-        ratios = {}
-        for t in targets:
-            ours, theirs = out["gymfleet"][t], out["trl"][t]
-            ratios[t] = round(theirs / ours, 3) if ours and theirs is not None else None
-        out["trl_s_over_gymfleet_s"] = ratios
+    if "trl" in systems:
+        for name in systems:
+            if name == "trl":
+                continue
+            ratios = {}
+            for t in targets:
+                ours, theirs = out[name][t], out["trl"][t]
+                ratios[t] = round(theirs / ours, 3) if ours and theirs is not None else None
+            out[f"trl_s_over_{name}_s"] = ratios
     return out
 
 
-def plot(path: Path, curves: dict[str, list[dict[str, Any]]]) -> str | None:
+def plot(path: Path, curves: dict[str, list[dict[str, Any]]],
+         title: str = "SayWord, SmolLM2-135M LoRA: gymfleet vs TRL GRPOTrainer") -> str | None:
+    """Writes a PNG of each system's held-out curve against wall time; None without matplotlib."""
     try:
         import matplotlib
 
@@ -248,7 +255,7 @@ def plot(path: Path, curves: dict[str, list[dict[str, Any]]]) -> str | None:
         ax.plot([p["wall_s"] for p in points], [p["heldout_reward"] for p in points], marker="o", label=name)
     ax.set_xlabel("wall time (s, from the start of each run)")
     ax.set_ylabel("held-out mean reward")
-    ax.set_title("SayWord, SmolLM2-135M LoRA: gymfleet vs TRL GRPOTrainer")
+    ax.set_title(title, fontsize=9)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend()

@@ -162,12 +162,14 @@ class TrainConfig(StrictModel):
     """Seconds between looks at the bucket for a new adapter version."""
 
     learner_threads: int | None = Field(None, ge=1)
-    """torch intra-op threads of the learner process; None: half the usable CPUs (at least 1).
+    """torch intra-op threads of the learner process; None: half the usable CPUs (at least 1) in
+    async mode, every usable CPU in sync mode (the learner and the engines take turns there).
     Filled in when the config is read (:mod:`gymfleet.run.threads`)."""
     engine_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads of the in-process engines (``kind: transformers``, including the
     default embedded one) whose own ``n_threads`` is unset; None: the CPUs the learner leaves (at
-    least 1). Filled into each such engine when the config is read."""
+    least 1) in async mode, every usable CPU in sync mode. Filled into each such engine when the
+    config is read."""
     adapter_load: AdapterLoadConfig = Field(default_factory=AdapterLoadConfig)
     """Retries of an adapter hot-load that fails or times out, before the version is skipped."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
@@ -239,7 +241,7 @@ class TrainConfig(StrictModel):
     def _split_threads(self) -> None:
         """Sets the learner's and the in-process engines' torch threads on purpose (not torch's
         default of every core in both processes)."""
-        plan = split_threads(usable_cpus(), self.learner_threads, self.engine_threads)
+        plan = split_threads(usable_cpus(), self.learner_threads, self.engine_threads, self.mode)
         self.learner_threads, self.engine_threads = plan.learner, plan.engine
         policy = self.run.policy
         if policy.kind == "embedded" and not policy.engines:  # the builder's default: one in-process engine

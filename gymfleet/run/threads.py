@@ -4,8 +4,11 @@ the in-process engines (the orchestrator process).
 Each process's torch starts as many intra-op threads as the machine has cores. The learner and an
 in-process engine running side by side then each spin that many threads on the same cores: on a
 two-core machine the embedded engine fell from about 66 to about 10 tokens/s while the learner
-trained. So both are set on purpose: the learner takes ``learner_threads`` (default half the usable
-CPUs), the in-process engines ``engine_threads`` (default the rest), at least one each.
+trained. So both are set on purpose: in ``async`` mode, where they run side by side, the learner
+takes ``learner_threads`` (default half the usable CPUs), the in-process engines ``engine_threads``
+(default the rest), at least one each. In ``sync`` mode they take turns (generate the step's
+groups, then train on them), so each defaults to every usable CPU: a split there left half the
+machine idle in each phase.
 """
 
 from __future__ import annotations
@@ -33,16 +36,21 @@ class ThreadPlan:
     in-process engines share it)."""
 
 
-def split_threads(cpus: int, learner: int | None = None, engine: int | None = None) -> ThreadPlan:
+def split_threads(cpus: int, learner: int | None = None, engine: int | None = None,
+                  mode: str = "async") -> ThreadPlan:
     """The threads of the learner and the in-process engines; unset ones share ``cpus``.
 
     Args:
         cpus: usable CPUs (:func:`usable_cpus`).
         learner: the learner's threads if configured.
         engine: the engines' threads if configured.
+        mode: the run's mode: ``async`` (learner and engines run at once) or ``sync`` (in turns).
 
     Returns:
-        ``learner`` defaults to ``cpus // 2``, ``engine`` to what the learner leaves; each at least 1.
+        async: ``learner`` defaults to ``cpus // 2``, ``engine`` to what the learner leaves; sync:
+        each defaults to ``cpus``. Each at least 1.
     """
+    if mode == "sync":
+        return ThreadPlan(learner or max(1, cpus), engine or max(1, cpus))
     learner = learner or max(1, cpus // 2)
     return ThreadPlan(learner, engine or max(1, cpus - learner))

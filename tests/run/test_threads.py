@@ -32,6 +32,20 @@ def test_unset_threads_split_the_cpus_between_learner_and_engines() -> None:
     assert split_threads(16, engine=2) == ThreadPlan(learner=8, engine=2)
 
 
+def test_in_sync_mode_the_learner_and_the_engines_each_get_every_cpu() -> None:
+    # they take turns (generate, then train), so a split would leave half the machine idle in each phase
+    assert split_threads(2, mode="sync") == ThreadPlan(learner=2, engine=2)
+    assert split_threads(16, learner=4, mode="sync") == ThreadPlan(learner=4, engine=16)
+
+
+def test_a_sync_run_config_gives_both_every_cpu(tmp_path: Path) -> None:
+    cfg = _load(tmp_path, {"mode": "sync"})
+    (engine,) = cfg.run.policy.engines
+    assert cfg.learner_threads == usable_cpus() and engine.n_threads == usable_cpus()
+    cfg = _load(tmp_path, {"mode": "async"})
+    assert (cfg.learner_threads, cfg.run.policy.engines[0].n_threads) == tuple(vars(split_threads(usable_cpus())).values())
+
+
 def test_the_default_embedded_engine_and_the_learner_get_threads_from_the_config(tmp_path: Path) -> None:
     cfg = _load(tmp_path, {})
     (engine,) = cfg.run.policy.engines
