@@ -99,7 +99,7 @@ def _config(args: argparse.Namespace, root: Path, mode: str) -> Any:
                     "micro_batch_size": args.prompts_per_step * args.group_size, "max_tokens": 1024,
                     "publish_every": 1, "dynamic_sampling": {"enabled": False}},
         "max_staleness": args.max_staleness,
-        "warmstart": {"enabled": True, "episodes_per_instance": 1, "max_instances_per_task": 16, "epochs": 2,
+        "warmstart": {"enabled": True, "episodes_per_instance": 1, "max_instances_per_task": 16, "epochs": 4,
                       "learning_rate": 1e-3, "batch_size": 8},
         "tasks": [_task(args, _instances(TRAIN_WORDS))],
     })
@@ -376,7 +376,7 @@ def main() -> int:
     parser.add_argument("--max-staleness", type=int, default=1, help="gymfleet async: max policy lag")
     parser.add_argument("--systems", default="trl,async,sync", help="comma-separated: trl, async, sync")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--target", type=float, default=0.5, help="fixed held-out reward whose first-reach time is reported")
+    parser.add_argument("--target", type=float, default=0.6, help="fixed held-out reward whose first-reach time is reported")
     parser.add_argument("--png", type=Path, default=Path("runs/vs_trl_terminal.png"), help="curve plot ('' for none)")
     args = parser.parse_args()
     systems_wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
