@@ -208,13 +208,20 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str | None, name: st
     return {"mean_reward": round(result.mean_reward, 4), "n": result.n_rollouts}
 
 
+def trained_points(curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The curve's points after training started (wall time > 0): the shared starting point
+    (untrained or warm start) is nobody's achievement."""
+    return [p for p in curve if p["wall_s"] > 0]
+
+
 def first_reach_s(curve: list[dict[str, Any]], target: float) -> float | None:
-    """Wall time (s) of the first held-out point at or above ``target``; None when none is."""
-    return next((p["wall_s"] for p in curve if p["heldout_reward"] >= target), None)
+    """Wall time (s) of the first trained held-out point at or above ``target``; None when none is."""
+    return next((p["wall_s"] for p in trained_points(curve) if p["heldout_reward"] >= target), None)
 
 
 def time_to_reward(systems: dict[str, dict[str, Any]], fixed_target: float) -> dict[str, Any]:
-    """Each system's wall time to first reach TRL's best held-out reward and ``fixed_target``.
+    """Each system's wall time to first reach TRL's best held-out reward and ``fixed_target``,
+    counting trained points only (the shared start at wall time 0 reaches nothing).
 
     Returns:
         ``{"targets": {name: reward}, "<system>": {name: seconds or None},
@@ -224,10 +231,12 @@ def time_to_reward(systems: dict[str, dict[str, Any]], fixed_target: float) -> d
     """
     targets = {"fixed": fixed_target}
     if "trl" in systems:
-        targets["trl_best"] = max(p["heldout_reward"] for p in systems["trl"]["heldout_curve"])
+        targets["trl_best"] = max((p["heldout_reward"] for p in trained_points(systems["trl"]["heldout_curve"])),
+                                  default=None)
     out: dict[str, Any] = {"targets": targets}
     for name, result in systems.items():
-        out[name] = {t: first_reach_s(result["heldout_curve"], r) for t, r in targets.items()}
+        out[name] = {t: (first_reach_s(result["heldout_curve"], r) if r is not None else None)
+                     for t, r in targets.items()}
     if "trl" in systems:
         for name in systems:
             if name == "trl":

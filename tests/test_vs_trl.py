@@ -40,3 +40,14 @@ def test_a_target_never_reached_is_null(vs_trl) -> None:
     assert got["trl_s_over_gymfleet_s"] == {"fixed": None, "trl_best": None}
     only = vs_trl.time_to_reward({"gymfleet": systems["gymfleet"]}, 0.5)  # --only gymfleet: no TRL target
     assert only == {"targets": {"fixed": 0.5}, "gymfleet": {"fixed": 10}}
+
+
+def test_the_shared_start_reaches_nothing(vs_trl) -> None:
+    # TRL got worse than the warm start both began from: its best is its best TRAINED point, and a
+    # target the start already met is first reached by the first trained point that meets it
+    systems = {"trl": {"heldout_curve": curve((0, 0.42), (88, 0.27), (154, 0.25))},
+               "gymfleet": {"heldout_curve": curve((0, 0.42), (93, 0.40), (173, 0.71))}}
+    got = vs_trl.time_to_reward(systems, 0.4)
+    assert got["targets"] == {"fixed": 0.4, "trl_best": 0.27}
+    assert got["trl"] == {"fixed": None, "trl_best": 88} and got["gymfleet"] == {"fixed": 93, "trl_best": 93}
+    assert got["trl_s_over_gymfleet_s"] == {"fixed": None, "trl_best": round(88 / 93, 3)}
