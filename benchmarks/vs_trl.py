@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 INSTALL_HINT = ("vs_trl.py needs TRL: pip install -c requirements-pins.txt -e '.[bench]' "
@@ -136,12 +137,30 @@ def say_word_reward(completions: list[Any], word: list[str], **_: Any) -> list[f
     return asyncio.run(every())
 
 
+def trl_config(args: argparse.Namespace, out: Path, max_completion_length: int) -> Any:
+    """TRL's ``GRPOConfig`` matched to gymfleet's learner: one generation per step of
+    ``prompts_per_step x group_size`` samples, AdamW at a constant ``args.lr``, grad-norm clip 1.0,
+    no KL (``beta=0``), ``num_iterations=1``, no gradient checkpointing (gymfleet's learner does
+    not checkpoint); ``max_completion_length`` in tokens."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out / "trainer"), use_cpu=True, bf16=False, max_steps=args.steps,
+        per_device_train_batch_size=args.prompts_per_step * args.group_size, gradient_accumulation_steps=1,
+        num_generations=args.group_size, max_completion_length=max_completion_length,
+        temperature=args.temperature, top_p=1.0, top_k=0, beta=0.0, num_iterations=1,
+        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        max_grad_norm=1.0, optim="adamw_torch", logging_steps=1, save_strategy="no", report_to="none",
+        seed=args.seed, disable_tqdm=True, gradient_checkpointing=False,
+    )
+
+
 def run_trl(args: argparse.Namespace, root: Path, console: Any) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from gymfleet.core.models import ModelSpec, resolve_model_dir
     from tests.run.test_learning import TRAIN_WORDS, SayWordEnv
@@ -161,15 +180,7 @@ def run_trl(args: argparse.Namespace, root: Path, console: Any) -> dict[str, Any
     lora = _lora(args)
     peft_config = LoraConfig(r=lora["lora_rank"], lora_alpha=lora["lora_alpha"], lora_dropout=0.0,
                              target_modules=lora["target_modules"], task_type="CAUSAL_LM")
-    config = GRPOConfig(
-        output_dir=str(out / "trainer"), use_cpu=True, bf16=False, max_steps=args.steps,
-        per_device_train_batch_size=args.prompts_per_step * args.group_size, gradient_accumulation_steps=1,
-        num_generations=args.group_size, max_completion_length=args.max_new_tokens,
-        temperature=args.temperature, top_p=1.0, top_k=0, beta=0.0, num_iterations=1,
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        max_grad_norm=1.0, optim="adamw_torch", logging_steps=1, save_strategy="no", report_to="none",
-        seed=args.seed, disable_tqdm=True, gradient_checkpointing=False,  # gymfleet's learner does not checkpoint
-    )
+    config = trl_config(args, out, max_completion_length=args.max_new_tokens)
     checkpoints: list[dict[str, Any]] = []
     eval_steps = set(_eval_steps(args))
 
@@ -206,6 +217,22 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str | None, name: st
     result = asyncio.run(evaluate(task, HELDOUT_WORDS[:args.heldout], root / "eval", adapter=adapter, name=name,
                                   samples_per_instance=args.eval_samples, seed=args.seed))
     return {"mean_reward": round(result.mean_reward, 4), "n": result.n_rollouts}
+
+
+def add_heldout_curves(systems: dict[str, dict[str, Any]], start_reward: float,
+                       score: Callable[[str, str], dict[str, Any]], console: Any) -> None:
+    """Replaces each system's ``checkpoints`` by its ``heldout_curve`` (the shared start at wall
+    time 0, then each checkpoint scored by ``score(adapter, name)``, which returns
+    ``{"mean_reward", "n"}``), and sets ``final_heldout_reward``; wall times in s, rounded."""
+    for name, result in systems.items():
+        curve = [{"step": 0, "wall_s": 0.0, "heldout_reward": start_reward}]
+        for point in result.pop("checkpoints"):
+            r = score(point["adapter"], f"{name}-{point['step']}")
+            curve.append({"step": point["step"], "wall_s": round(point["wall_s"], 2), "heldout_reward": r["mean_reward"]})
+            console.print(f"{name} step {point['step']}: held-out reward {r['mean_reward']:.3f} (n={r['n']})")
+        result["heldout_curve"] = curve
+        result["final_heldout_reward"] = curve[-1]["heldout_reward"]
+        result["wall_s"] = round(result["wall_s"], 2)
 
 
 def trained_points(curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -324,15 +351,7 @@ def main() -> int:
             systems["trl"] = run_trl(args, root, console)
         console.print("[bold]held-out evaluation[/bold] (untrained, then every saved adapter)")
         base = held_out(args, root, None, "untrained")
-        for name, result in systems.items():
-            curve = [{"step": 0, "wall_s": 0.0, "heldout_reward": base["mean_reward"]}]
-            for point in result.pop("checkpoints"):
-                r = held_out(args, root, point["adapter"], f"{name}-{point['step']}")
-                curve.append({"step": point["step"], "wall_s": round(point["wall_s"], 2), "heldout_reward": r["mean_reward"]})
-                console.print(f"{name} step {point['step']}: held-out reward {r['mean_reward']:.3f} (n={r['n']})")
-            result["heldout_curve"] = curve
-            result["final_heldout_reward"] = curve[-1]["heldout_reward"]
-            result["wall_s"] = round(result["wall_s"], 2)
+        add_heldout_curves(systems, base["mean_reward"], lambda adapter, name: held_out(args, root, adapter, name), console)
     headline = time_to_reward(systems, args.target)
     png = plot(args.png, {k: v["heldout_curve"] for k, v in systems.items()}) if str(args.png) not in ("", ".") else None
     print(json.dumps({

@@ -64,7 +64,8 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from vs_trl import INSTALL_HINT, plot, time_to_reward  # noqa: E402  (the SayWord benchmark's helpers)
+from vs_trl import (  # noqa: E402  (the SayWord benchmark's helpers)
+    INSTALL_HINT, _eval_steps, _lora, add_heldout_curves, plot, time_to_reward, trl_config)
 
 T = TypeVar("T")
 RUN_ID = "vs-trl-terminal"
@@ -80,11 +81,6 @@ def _task(args: argparse.Namespace, instances: list[str]) -> dict[str, Any]:
     return {"name": "terminal", "env_id": "gymfleet/TerminalEasy-v0", "env_kwargs": {"sandbox": "local"},
             "instances": instances, "group_size": args.group_size, "max_turns": args.max_turns,
             "turn_timeout_s": 600, "sampling": {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}}
-
-
-def _lora(args: argparse.Namespace) -> dict[str, Any]:
-    return {"lora_rank": args.rank, "lora_alpha": float(args.alpha), "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
-            "lora_dropout": 0.0}
 
 
 def _config(args: argparse.Namespace, root: Path, mode: str) -> Any:
@@ -290,7 +286,7 @@ def run_trl(args: argparse.Namespace, warm_adapter: Path, root: Path, console: A
     from datasets import Dataset
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from gymfleet.core.models import ModelSpec, resolve_model_dir
     from gymfleet.envs.terminal.easy import TRAIN_WORDS
@@ -302,16 +298,7 @@ def run_trl(args: argparse.Namespace, warm_adapter: Path, root: Path, console: A
     torch.manual_seed(args.seed)
     model_dir = resolve_model_dir(ModelSpec())
     dataset = Dataset.from_list([{"prompt": i} for i in _instances(TRAIN_WORDS)])
-    per_turn = args.max_new_tokens
-    config = GRPOConfig(
-        output_dir=str(out / "trainer"), use_cpu=True, bf16=False, max_steps=args.steps,
-        per_device_train_batch_size=args.prompts_per_step * args.group_size, gradient_accumulation_steps=1,
-        num_generations=args.group_size, max_completion_length=args.max_turns * (per_turn + 512),
-        temperature=args.temperature, top_p=1.0, top_k=0, beta=0.0, num_iterations=1,
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        max_grad_norm=1.0, optim="adamw_torch", logging_steps=1, save_strategy="no", report_to="none",
-        seed=args.seed, disable_tqdm=True, gradient_checkpointing=False,
-    )
+    config = trl_config(args, out, max_completion_length=args.max_turns * (args.max_new_tokens + 512))
     checkpoints: list[dict[str, Any]] = []
     eval_steps = set(_eval_steps(args))
 
@@ -343,10 +330,6 @@ def run_trl(args: argparse.Namespace, warm_adapter: Path, root: Path, console: A
 
 
 # --------------------------------------------------------------------------- evaluation
-
-def _eval_steps(args: argparse.Namespace) -> list[int]:
-    return sorted({s for s in range(args.eval_every, args.steps + 1, args.eval_every)} | {args.steps})
-
 
 def held_out(args: argparse.Namespace, root: Path, adapter: str, name: str) -> dict[str, Any]:
     from gymfleet.envs.terminal.easy import HELDOUT_WORDS
@@ -407,15 +390,7 @@ def main() -> int:
         console.print("[bold]held-out evaluation[/bold] (the warm start, then every saved adapter)")
         start = held_out(args, root, str(warm_adapter), "warm-start")
         console.print(f"warm start: held-out reward {start['mean_reward']:.3f} (n={start['n']})")
-        for name, result in systems.items():
-            curve = [{"step": 0, "wall_s": 0.0, "heldout_reward": start["mean_reward"]}]
-            for point in result.pop("checkpoints"):
-                r = held_out(args, root, point["adapter"], f"{name}-{point['step']}")
-                curve.append({"step": point["step"], "wall_s": round(point["wall_s"], 2), "heldout_reward": r["mean_reward"]})
-                console.print(f"{name} step {point['step']}: held-out reward {r['mean_reward']:.3f} (n={r['n']})")
-            result["heldout_curve"] = curve
-            result["final_heldout_reward"] = curve[-1]["heldout_reward"]
-            result["wall_s"] = round(result["wall_s"], 2)
+        add_heldout_curves(systems, start["mean_reward"], lambda adapter, name: held_out(args, root, adapter, name), console)
     headline = time_to_reward(systems, args.target)
     speed = None
     if {"gymfleet_async", "gymfleet_sync"} <= systems.keys():
