@@ -122,7 +122,9 @@ async def _hold_seat(conn: AsyncConnection, run_id: str, learner: str, lease_s: 
 async def claim_groups(
     conn: AsyncConnection, n: int, claimer: str, lease_s: float, run_id: str | None = None, *, fence: bool = False
 ) -> Claim:
-    """Claims up to ``n`` complete groups, oldest completed first.
+    """Claims up to ``n`` complete groups, the earliest created first (then the earliest
+    completed): a group started earlier was sampled from an older policy version, so it is the
+    one nearest to going stale (a later group that finished sooner waits its turn).
 
     Args:
         n: most groups to claim.
@@ -146,7 +148,7 @@ async def claim_groups(
     now = utcnow()
     token = uuid.uuid4().hex
     values = dict(claimed_by=claimer, claim_token=token, claim_expires_at=now + timedelta(seconds=lease_s))
-    pick = select(GROUPS.c.group_id).where(_claimable(now, run_id)).order_by(GROUPS.c.completed_at).limit(n)
+    pick = select(GROUPS.c.group_id).where(_claimable(now, run_id)).order_by(GROUPS.c.created_at, GROUPS.c.completed_at).limit(n)
     if conn.dialect.name == "postgresql":
         ids = list((await conn.scalars(pick.with_for_update(skip_locked=True))).all())
         if ids:

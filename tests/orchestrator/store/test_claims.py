@@ -98,3 +98,25 @@ async def test_a_restarted_claimer_takes_back_its_own_claims(store: TrajectorySt
     assert await store.release_claims_of("someone-else", RUN) == 0
     assert await store.release_claims_of("learner", RUN) == 1
     assert (await store.claim_groups(10, "learner", lease_s=60)).group_ids == [a.group_id]
+
+
+async def test_the_earliest_created_complete_group_is_claimed_first(store: TrajectoryStore) -> None:
+    """A group started earlier (an older policy version) goes to the learner before a later group
+    that happened to finish sooner, so an async run's slow groups do not go stale waiting."""
+    from gymfleet.orchestrator.store import GroupSpec
+    from tests.orchestrator.store.conftest import make_trajectory
+
+    await store.start_run(RUN, {})
+    old = GroupSpec(f"{RUN}/echo/p0/old", RUN, "echo", "gymfleet-test/Echo-v0", "old", 2)
+    store.create_group(old)
+    await store.flush()
+    await asyncio.sleep(0.05)
+    new = await fill_group(store, RUN, "new", size=2)  # created later, complete first
+    for i, sample_id in enumerate(old.sample_ids()):
+        traj = make_trajectory(RUN, old.group_id, i, reward=1.0)
+        store.start_sample(sample_id, traj.rollout_id)
+        store.add(traj, sample_id=sample_id, task="echo")
+    await store.flush()
+    first = await store.claim_groups(1, "learner-0", lease_s=60)
+    second = await store.claim_groups(1, "learner-0", lease_s=60)
+    assert (first.group_ids, second.group_ids) == ([old.group_id], [new.group_id])
