@@ -9,7 +9,9 @@ afterwards use it, and each generation is stamped with its version. A load that 
 out is retried (``adapter_load``); a version that fails every try is skipped, the engines keep
 serving the previous one, the report lists it, and the run goes on.
 
-* ``async``: generation never waits for training except through the staleness gate.
+* ``async``: generation never waits for training except through the staleness gate and the
+  ahead budget (at most ``max_staleness + 1`` steps' groups started ahead of the learner,
+  :class:`AheadBudget`).
 * ``sync`` (baseline): let exactly ``groups_per_step`` groups start, wait until the learner has
   trained on them and published, load the new version, repeat.
 """
@@ -35,6 +37,38 @@ from gymfleet.run.records import GenerationTimeline
 from gymfleet.trainer import AdapterBucket
 
 SAMPLE_S = 0.05
+
+
+class AheadBudget:
+    """How far generation may run ahead of the learner in async mode: at most
+    ``(max_staleness + 1 + steps) * groups_per_step`` groups (plus the learner's dynamic-sampling
+    refills) have started after ``steps`` learner steps, AReaL's staleness-aware admission (Fu et
+    al. 2025, "AReaL", sec. 5.1: at most ``(i + eta + 1) * B`` trajectories at policy version
+    ``i``). Without it, generation outruns a slower learner and the extra groups go stale and are
+    dropped: CPU taken from the learner for nothing (measured on the slow-step terminal task:
+    106 rollouts generated, 46 samples trained, 50 dropped as stale in 5 steps; docs/train.md).
+    ``max_staleness`` None: no bound (admission is then limited by ``max_in_flight`` only)."""
+
+    def __init__(self, max_staleness: int | None, groups_per_step: int) -> None:
+        self.max_staleness, self.groups_per_step = max_staleness, groups_per_step
+        self.steps = 0
+        self.refills = 0
+
+    def open(self, scheduler: Scheduler) -> None:
+        """Grants the first ``max_staleness + 1`` steps' groups."""
+        if self.max_staleness is not None:
+            scheduler.group_budget = 0
+            scheduler.add_group_budget((self.max_staleness + 1) * self.groups_per_step)
+
+    def top_up(self, scheduler: Scheduler, steps: int, refills: int) -> None:
+        """Grants ``groups_per_step`` groups per learner step taken since the last call, and the
+        groups the learner's refills asked for (``steps``, ``refills``: the learner's counters)."""
+        if self.max_staleness is None:
+            return
+        more = max(steps - self.steps, 0) * self.groups_per_step + max(refills - self.refills, 0)
+        self.steps, self.refills = max(self.steps, steps), max(self.refills, refills)
+        if more:
+            scheduler.add_group_budget(more)
 
 
 class _Grpo:
@@ -78,10 +112,20 @@ class _Grpo:
         self.console.print("[yellow]stopping:[/yellow] the learner publishes what it trained, then the job ends")
         self.learner.stop()
 
-    async def drive_async(self, gateway: PolicyGateway, runner: asyncio.Task[RunOutcome]) -> None:
+    async def drive_async(self, gateway: PolicyGateway, scheduler: Scheduler, runner: asyncio.Task[RunOutcome]) -> None:
+        """Async: hot-loads each new version; with a staleness bound ``s``, lets at most ``s + 1``
+        steps' groups start ahead of the learner (:class:`AheadBudget`)."""
+        ahead = AheadBudget(self.cfg.run.max_staleness, self.cfg.learner.groups_per_step)
+        ahead.open(scheduler)
+        next_load = time.monotonic() + self.cfg.watch_interval_s
         while self.learner.alive() and not runner.done():
-            await asyncio.sleep(self.cfg.watch_interval_s)
-            await self.hot_load(gateway)
+            await asyncio.sleep(min(SAMPLE_S * 4, self.cfg.watch_interval_s))
+            if self.learner.attempts > ahead.steps:  # the step's version is published: serve it first,
+                await self.hot_load(gateway)  # so that the groups it lets start are sampled from it
+            ahead.top_up(scheduler, self.learner.attempts, self.learner.wanted)
+            if time.monotonic() >= next_load:
+                next_load = time.monotonic() + self.cfg.watch_interval_s
+                await self.hot_load(gateway)
             if self.over_wall_budget():
                 self.learner.stop()
 
@@ -120,7 +164,7 @@ class _Grpo:
                     if cfg.mode == "sync":
                         await self.drive_sync(gateway, scheduler, runner)
                     else:
-                        await self.drive_async(gateway, runner)
+                        await self.drive_async(gateway, scheduler, runner)
                     exitcode = await self.learner.wait()
                     await self.hot_load(gateway)
             finally:
