@@ -13,7 +13,14 @@ Reports per mode: ``wall_s``, ``learner_idle_fraction`` (learner waiting for com
 gate), and ``speedup`` = sync wall / async wall (the published systems report 2.5x to 3.9x at
 cluster scale).
 
-Usage: ``python benchmarks/async_vs_sync.py [--steps 4] [--median-s 1.0] [--sigma 1.0]``
+``--task terminal`` runs the same comparison on the real env-latency task instead: the terminal
+easy tier (``gymfleet/TerminalEasy-v0``'s 48 training instances, two bash turns, real local
+bubblewrap sandboxes and graders) whose every step waits a log-normal time (median
+``--median-s``, sigma ``--sigma``), as ``benchmarks/vs_trl_terminal.py`` trains on
+(:func:`vs_trl_terminal.register_slow_terminal`); 4 prompts x 4 samples a step, threads as the
+job splits them, dynamic sampling off (the base model's groups are mostly zero-variance there).
+
+Usage: ``python benchmarks/async_vs_sync.py [--task word|terminal] [--steps 4] [--median-s 1.0] [--sigma 1.0]``
 Prints one JSON object on stdout; progress goes to stderr.
 """
 
@@ -85,7 +92,30 @@ class LongTailWordEnv(AgentEnv):
         return ScriptedPolicy([instance_id or self.word])
 
 
+def _terminal_config(mode: str, root: Path, args: argparse.Namespace) -> Any:
+    """The terminal easy tier with slow steps (see the module docstring)."""
+    from vs_trl_terminal import SLOW_ENV_ID, TEMPLATES
+
+    from gymfleet.envs.terminal.easy import TRAIN_WORDS
+
+    return train_config_from_dict({
+        "run_id": f"bench-{mode}", "store": str(root / mode / "store.db"),
+        "metrics_path": str(root / mode / "metrics.jsonl"), "bucket": str(root / mode / "bucket"),
+        "report_dir": str(root / mode / "report"), "mode": mode, "max_in_flight": args.in_flight,
+        "budget": {"max_steps": args.steps}, "max_staleness": 1,
+        "learner": {"lora_rank": 8, "groups_per_step": args.groups_per_step,
+                    "micro_batch_size": args.groups_per_step * args.group_size, "max_tokens": 1024,
+                    "dynamic_sampling": {"enabled": False}},
+        "tasks": [{"name": "terminal", "env_id": SLOW_ENV_ID, "group_size": args.group_size, "max_turns": 2,
+                   "instances": [f"{t}-{w}" for w in TRAIN_WORDS for t in TEMPLATES], "turn_timeout_s": 600,
+                   "env_kwargs": {"sandbox": "local", "step_latency_s": args.median_s, "latency_sigma": args.sigma},
+                   "sampling": {"temperature": 1.0, "max_new_tokens": 32}}],
+    })
+
+
 def _config(mode: str, root: Path, args: argparse.Namespace) -> Any:
+    if args.task == "terminal":
+        return _terminal_config(mode, root, args)
     return train_config_from_dict({
         "run_id": f"bench-{mode}", "store": str(root / mode / "store.db"),
         "metrics_path": str(root / mode / "metrics.jsonl"), "bucket": str(root / mode / "bucket"),
@@ -101,15 +131,27 @@ def _config(mode: str, root: Path, args: argparse.Namespace) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--groups-per-step", type=int, default=2)
+    parser.add_argument("--task", choices=("word", "terminal"), default="word",
+                        help="word: the one-turn in-process env; terminal: the easy tier on real sandboxes, slow steps")
+    parser.add_argument("--steps", type=int, default=None, help="learner steps (default: word 4, terminal 12)")
+    parser.add_argument("--groups-per-step", type=int, default=None, help="default: word 2, terminal 4")
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--in-flight", type=int, default=8)
-    parser.add_argument("--median-s", type=float, default=1.0)
-    parser.add_argument("--sigma", type=float, default=1.0)
+    parser.add_argument("--in-flight", type=int, default=None, help="default: word 8, terminal 32")
+    parser.add_argument("--median-s", type=float, default=None, help="median env latency, s (default: word 1, terminal 10)")
+    parser.add_argument("--sigma", type=float, default=None, help="log-normal sigma (default: word 1.0, terminal 0.5)")
     args = parser.parse_args()
-    if ENV_ID not in gymnasium.registry:
+    word = args.task == "word"
+    for name, (for_word, for_terminal) in {"steps": (4, 12), "groups_per_step": (2, 4), "in_flight": (8, 32),
+                                           "median_s": (1.0, 10.0), "sigma": (1.0, 0.5)}.items():
+        if getattr(args, name) is None:
+            setattr(args, name, for_word if word else for_terminal)
+    if word and ENV_ID not in gymnasium.registry:
         gymnasium.register(ENV_ID, entry_point=LongTailWordEnv, disable_env_checker=True)
+    if not word:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from vs_trl_terminal import register_slow_terminal
+
+        register_slow_terminal()
     console = Console(stderr=True)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="gymfleet-async-vs-sync-") as tmp:
@@ -121,8 +163,10 @@ def main() -> None:
                                                "generation_idle_s", "generation_idle_fraction",
                                                "staleness_histogram", "final_version")}
     print(json.dumps({
-        "setup": {"engine": "TransformersEngine (embedded SmolLM2-135M, CPU)", "learner": "peft LoRA r=4, own process",
-                  "env_latency": f"reset and step each lognormal(median {args.median_s} s, sigma {args.sigma}), capped 20 s",
+        "setup": {"engine": "TransformersEngine (embedded SmolLM2-135M, CPU)",
+                  "learner": f"peft LoRA r={4 if word else 8}, own process",
+                  "env_latency": (f"reset and step each lognormal(median {args.median_s} s, sigma {args.sigma}), capped 20 s"
+                                  if word else f"each step lognormal(median {args.median_s} s, sigma {args.sigma}), capped 60 s"),
                   **vars(args)},
         **results,
         "speedup_sync_over_async": results["sync"]["wall_s"] / results["async"]["wall_s"],

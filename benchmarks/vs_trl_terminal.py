@@ -3,9 +3,17 @@
 The task: ``gymfleet/TerminalEasy-v0`` (``envs/terminal/easy.py``), multi-turn (up to
 ``--max-turns`` bash turns, then graded), on real local (bubblewrap) sandboxes: each rollout
 resets a sandbox, runs the policy's commands in its persistent shell and grades with the
-hidden checks, so every turn waits on the env. Six templates x eight words are trained on; the
-same six templates with the four held-out words are the held-out set (as ``make run``'s
-``configs/train-default.yaml``).
+hidden checks. Six templates x eight words are trained on; the same six templates with the four
+held-out words are the held-out set (as ``make run``'s ``configs/train-default.yaml``).
+
+Env latency: the easy tier's commands take milliseconds, where an agentic terminal task's
+commands build, install and run test suites for seconds to minutes. So during training every
+env step (a command, or the grading after ``submit``) first waits an idle, log-normal time
+(median ``--step-latency-s``, 10 s by default, sigma ``--latency-sigma``, capped at 60 s;
+:func:`register_slow_terminal`), the same for every system (TRL's ``rollout_func`` plays the same
+env). ``--step-latency-s 0`` trains on the plain env: on two cores, with no idle time to hide,
+asynchrony can only split the cores (``benchmarks/README.md`` has both). Held-out evaluation
+runs the plain env (the same rewards).
 
 All systems start from the same adapter: gymfleet's warm start (gold demonstrations, SFT;
 ``gymfleet.run.warmstart``) is run once, outside every wall time, and each system trains that
@@ -15,7 +23,9 @@ group size and samples per step (``--prompts-per-step`` x ``--group-size``), for
 learner steps.
 
 * gymfleet: :func:`gymfleet.run.job.train` in ``async`` (staleness ``--max-staleness``, importance
-  sampling masks) and ``sync`` mode (generate the step's groups, train, publish, repeat):
+  sampling masks, generation at most ``max_staleness + 1`` steps ahead of the learner; the
+  threads ``--learner-threads`` / ``--engine-threads``, the job's 1 + 1 split by default) and
+  ``sync`` mode (generate the step's groups, train, publish, repeat; every CPU to each phase):
   embedded TransformersEngine behind the token-in-token-out gateway, SQLite store, bucket,
   learner process; dynamic sampling off (TRL has none).
 * TRL: ``GRPOTrainer`` with ``rollout_func``, TRL's interface for multi-turn environments
@@ -35,7 +45,8 @@ counts in a wall time. A point's wall time is when its adapter existed (the buck
 ``published_at``, the TRL callback), from the start of that system's run. Headline
 ``time_to_reward``: each system's wall time to FIRST reach TRL's best held-out reward and the
 fixed ``--target``; ``trl_s_over_<system>_s`` > 1 when that system got there first. Also
-``async_over_sync``: sync's wall time to ``--steps`` learner steps over async's.
+``async_over_sync``: sync's wall time to ``--steps`` learner steps over async's (each system's
+``samples_trained`` says what those steps trained: async drops samples staler than the bound).
 
 Needs TRL (``make setup`` installs it, the ``bench`` extra) and bubblewrap (``make services``).
 Usage: ``python benchmarks/vs_trl_terminal.py [--steps 12] [--systems trl,async,sync] [--seed 0]``
@@ -73,17 +84,73 @@ TEMPLATES = ("write-word", "make-dir", "copy-file", "rename-file", "delete-file"
 """The six templates ``make run`` trains on (count-lines and make-executable left out as there)."""
 
 
+SLOW_ENV_ID = "gymfleet-bench/TerminalEasySlow-v0"
+"""TerminalEasy whose every step takes a log-normal extra time (:func:`register_slow_terminal`)."""
+
+
+def register_slow_terminal() -> None:
+    """Registers :data:`SLOW_ENV_ID`: ``gymfleet/TerminalEasy-v0`` (the same tasks, sandboxes and
+    grader) whose every step (a command, or the grading after ``submit``) first waits
+    ``min(cap, median * lognormal(0, sigma))`` seconds, idle: what an agentic terminal task's
+    commands cost when they build, install or run a test suite (Terminal-Bench's tasks take seconds
+    to minutes a command), or what a remote sandbox service adds. The wait holds the sandbox, as a
+    slow command does. Draws come from ``Random(f"{instance}/{seed}")`` when the reset has a seed
+    (gymfleet's rollouts), else from fresh entropy (TRL's ``rollout_func`` resets without one), so
+    both systems draw independent latencies per rollout from the same distribution.
+    Env kwargs: ``step_latency_s`` (the median, seconds), ``latency_sigma``, ``latency_cap_s``."""
+    import random
+
+    import gymnasium
+
+    from gymfleet.envs.terminal.env import TerminalEnv, TerminalEnvConfig
+
+    if SLOW_ENV_ID in gymnasium.registry:
+        return
+
+    class SlowStepsConfig(TerminalEnvConfig):
+        step_latency_s: float = 0.0
+        """Median extra seconds a step takes (0: none)."""
+        latency_sigma: float = 0.5
+        """Sigma of the log-normal (of the natural log of the factor)."""
+        latency_cap_s: float = 60.0
+        """No step waits longer than this."""
+
+    class SlowStepsTerminalEnv(TerminalEnv):
+        config_class = SlowStepsConfig
+        config: SlowStepsConfig
+
+        async def reset_async(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+            instance = (options or {}).get("instance_id")
+            self._latency_rng = random.Random(f"{instance}/{seed}") if seed is not None else random.Random()
+            return await super().reset_async(seed=seed, options=options)
+
+        async def step_async(self, action: str):
+            cfg = self.config
+            if cfg.step_latency_s > 0:
+                rng = getattr(self, "_latency_rng", None) or random.Random()
+                await asyncio.sleep(min(cfg.latency_cap_s, cfg.step_latency_s * rng.lognormvariate(0.0, cfg.latency_sigma)))
+            return await super().step_async(action)
+
+    easy_kwargs = dict(gymnasium.spec("gymfleet/TerminalEasy-v0").kwargs)
+    gymnasium.register(SLOW_ENV_ID, entry_point=SlowStepsTerminalEnv, kwargs=easy_kwargs, disable_env_checker=True)
+
+
 def _instances(words: list[str]) -> list[str]:
     return [f"{t}-{w}" for w in words for t in TEMPLATES]
 
 
-def _task(args: argparse.Namespace, instances: list[str]) -> dict[str, Any]:
-    return {"name": "terminal", "env_id": "gymfleet/TerminalEasy-v0", "env_kwargs": {"sandbox": "local"},
+def _task(args: argparse.Namespace, instances: list[str], slow: bool = True) -> dict[str, Any]:
+    """The task; ``slow``: on :data:`SLOW_ENV_ID` with ``args``' latency (training), else on the
+    plain ``TerminalEasy-v0`` (held-out evaluation: the same rewards, no waiting)."""
+    env = ({"env_id": SLOW_ENV_ID, "env_kwargs": {"sandbox": "local", "step_latency_s": args.step_latency_s,
+                                                  "latency_sigma": args.latency_sigma}}
+           if slow and args.step_latency_s > 0 else {"env_id": "gymfleet/TerminalEasy-v0", "env_kwargs": {"sandbox": "local"}})
+    return {"name": "terminal", **env,
             "instances": instances, "group_size": args.group_size, "max_turns": args.max_turns,
             "turn_timeout_s": 600, "sampling": {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}}
 
 
-def _config(args: argparse.Namespace, root: Path, mode: str) -> Any:
+def _config(args: argparse.Namespace, root: Path, mode: str, slow: bool = True) -> Any:
     from gymfleet.run.config import train_config_from_dict
     from gymfleet.envs.terminal.easy import TRAIN_WORDS
 
@@ -91,13 +158,15 @@ def _config(args: argparse.Namespace, root: Path, mode: str) -> Any:
         "run_id": RUN_ID, "store": str(root / "store.db"), "metrics_path": str(root / "metrics.jsonl"),
         "bucket": str(root / "bucket"), "report_dir": str(root / "report"), "mode": mode,
         "max_in_flight": args.in_flight, "seed": args.seed, "budget": {"max_steps": args.steps},
+        **({"learner_threads": args.learner_threads} if args.learner_threads and mode == "async" else {}),
+        **({"engine_threads": args.engine_threads} if args.engine_threads and mode == "async" else {}),
         "learner": {**_lora(args), "learning_rate": args.lr, "groups_per_step": args.prompts_per_step,
                     "micro_batch_size": args.prompts_per_step * args.group_size, "max_tokens": 1024,
                     "publish_every": 1, "dynamic_sampling": {"enabled": False}},
         "max_staleness": args.max_staleness,
         "warmstart": {"enabled": True, "episodes_per_instance": 1, "max_instances_per_task": 16, "epochs": 4,
                       "learning_rate": 1e-3, "batch_size": 8},
-        "tasks": [_task(args, _instances(TRAIN_WORDS))],
+        "tasks": [_task(args, _instances(TRAIN_WORDS), slow)],
     })
 
 
@@ -108,7 +177,7 @@ def warm_start(args: argparse.Namespace, root: Path, console: Any) -> Path:
     from gymfleet.run.warmstart import describe, run_warm_start
     from gymfleet.trainer.bucket import AdapterBucket
 
-    cfg = _config(args, root, "sync")
+    cfg = _config(args, root, "sync", slow=False)  # the demonstrations need no waiting
     console.print("[bold]warm start[/bold] (shared by every system, outside every wall time)")
     outcome = asyncio.run(run_warm_start(cfg, console))
     console.print(describe(outcome), markup=False, highlight=False)
@@ -142,8 +211,13 @@ def run_gymfleet(args: argparse.Namespace, warm_root: Path, root: Path, mode: st
     checkpoints = [{"step": s, "wall_s": by_step[s].meta["published_at"] - t0, "adapter": by_step[s].url}
                    for s in _eval_steps(args) if s in by_step]
     report = outcome.report.to_dict()
+    steps = report.get("steps", [])
     return {"wall_s": wall, "report_wall_s": report.get("wall_s"),
-            "samples_trained": args.steps * args.prompts_per_step * args.group_size,
+            # a sample lagging the learner by more than max_staleness is dropped, not trained
+            "samples_trained": sum(len(s["filter"]["staleness"]) for s in steps),
+            "samples_stale": sum(s["filter"].get("samples_stale", 0) for s in steps)
+                             + sum(d["filter"].get("samples_stale", 0) for d in report.get("dropped_claims", [])),
+            "staleness_histogram": report.get("staleness_histogram"),
             "learner_idle_fraction": report.get("learner_idle_fraction"),
             "generation_idle_fraction": report.get("generation_idle_fraction"),
             "train_reward_by_step": [{"step": s["step"], "n_groups": s["n_groups"], "mean_reward": round(s["mean_reward"], 4)}
@@ -336,7 +410,7 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str, name: str) -> d
     from gymfleet.orchestrator.config import TaskConfig
     from gymfleet.run.evaluate import evaluate
 
-    task = TaskConfig.model_validate(_task(args, _instances(HELDOUT_WORDS)))
+    task = TaskConfig.model_validate(_task(args, _instances(HELDOUT_WORDS), slow=False))
     result = asyncio.run(evaluate(task, _instances(HELDOUT_WORDS), root / "eval", adapter=adapter, name=name,
                                   samples_per_instance=args.eval_samples, seed=args.seed))
     return {"mean_reward": round(result.mean_reward, 4), "n": result.n_rollouts}
@@ -355,7 +429,13 @@ def main() -> int:
     parser.add_argument("--max-turns", type=int, default=2, help="bash turns before grading (the tasks' own limit: 2)")
     parser.add_argument("--eval-every", type=int, default=3, help="held-out evaluation every this many steps")
     parser.add_argument("--eval-samples", type=int, default=2, help="fixed-seed samples per held-out instance (24)")
-    parser.add_argument("--in-flight", type=int, default=16, help="gymfleet max rollouts in flight")
+    parser.add_argument("--in-flight", type=int, default=32, help="gymfleet max rollouts in flight")
+    parser.add_argument("--step-latency-s", type=float, default=10.0,
+                        help="median extra seconds each env step takes (log-normal; 0: the plain env)")
+    parser.add_argument("--latency-sigma", type=float, default=0.5, help="sigma of the step latency's log-normal")
+    parser.add_argument("--learner-threads", type=int, default=None,
+                        help="gymfleet async: the learner's torch threads (default: the job's split; sync uses every CPU)")
+    parser.add_argument("--engine-threads", type=int, default=None, help="gymfleet async: the engine's torch threads")
     parser.add_argument("--max-staleness", type=int, default=1, help="gymfleet async: max policy lag")
     parser.add_argument("--systems", default="trl,async,sync", help="comma-separated: trl, async, sync")
     parser.add_argument("--seed", type=int, default=0)
@@ -376,6 +456,7 @@ def main() -> int:
     from gymfleet.core.models import ModelSpec, resolve_model_dir
 
     console = Console(stderr=True)
+    register_slow_terminal()
     resolve_model_dir(ModelSpec())  # de-quantise the GGUF once, outside every wall time
     systems: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="gymfleet-vs-trl-terminal-") as tmp:
@@ -395,11 +476,14 @@ def main() -> int:
     speed = None
     if {"gymfleet_async", "gymfleet_sync"} <= systems.keys():
         speed = round(systems["gymfleet_sync"]["wall_s"] / systems["gymfleet_async"]["wall_s"], 3)
-    title = "TerminalEasy (2 turns, local sandboxes), SmolLM2-135M LoRA from one warm start"
+    title = (f"TerminalEasy (2 turns, local sandboxes, steps {args.step_latency_s:g} s median), "
+             "SmolLM2-135M LoRA from one warm start")
     png = plot(args.png, {k: v["heldout_curve"] for k, v in systems.items()}, title) if str(args.png) not in ("", ".") else None
     print(json.dumps({
         "setup": {"model": "SmolLM2-135M-Instruct (embedded, float32, CPU)",
                   "task": "gymfleet/TerminalEasy-v0, 6 templates x 8 words; held-out 6 x 4 words",
+                  "env_latency": (f"training steps wait min(60, {args.step_latency_s} s x lognormal(0, {args.latency_sigma}))"
+                                  " each (held-out evaluation: none)" if args.step_latency_s > 0 else "none"),
                   "trl_version": trl.__version__, "trl_api": "GRPOTrainer(rollout_func=...) with env_mask",
                   "cpus": os.cpu_count(), "heldout_n_per_point": 24 * args.eval_samples,
                   "samples_per_system": args.steps * args.prompts_per_step * args.group_size,
