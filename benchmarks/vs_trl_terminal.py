@@ -162,7 +162,7 @@ def _config(args: argparse.Namespace, root: Path, mode: str, slow: bool = True) 
         **({"engine_threads": args.engine_threads} if args.engine_threads and mode == "async" else {}),
         "learner": {**_lora(args), "learning_rate": args.lr, "groups_per_step": args.prompts_per_step,
                     "micro_batch_size": args.prompts_per_step * args.group_size, "max_tokens": 1024,
-                    "publish_every": 1, "dynamic_sampling": {"enabled": False}},
+                    "publish_every": 1, "dynamic_sampling": {"enabled": False}, "objective": args.objective},
         "max_staleness": args.max_staleness,
         "warmstart": {"enabled": True, "episodes_per_instance": 1, "max_instances_per_task": 16, "epochs": 4,
                       "learning_rate": 1e-3, "batch_size": 8},
@@ -436,6 +436,8 @@ def main() -> int:
     parser.add_argument("--learner-threads", type=int, default=None,
                         help="gymfleet async: the learner's torch threads (default: the job's split; sync uses every CPU)")
     parser.add_argument("--engine-threads", type=int, default=None, help="gymfleet async: the engine's torch threads")
+    parser.add_argument("--objective", default="dsis", choices=("dsis", "ppo_clip", "none"),
+                        help="gymfleet's policy objective (trainer/loss.py); on-policy (sync) all three give the same gradient")
     parser.add_argument("--max-staleness", type=int, default=1, help="gymfleet async: max policy lag")
     parser.add_argument("--systems", default="trl,async,sync", help="comma-separated: trl, async, sync")
     parser.add_argument("--seed", type=int, default=0)
