@@ -478,8 +478,7 @@ def main() -> int:
     speed = None
     if {"gymfleet_async", "gymfleet_sync"} <= systems.keys():
         speed = round(systems["gymfleet_sync"]["wall_s"] / systems["gymfleet_async"]["wall_s"], 3)
-    title = (f"TerminalEasy (2 turns, local sandboxes, steps {args.step_latency_s:g} s median), "
-             "SmolLM2-135M LoRA from one warm start")
+    title = f"TerminalEasy, env steps {args.step_latency_s:g} s median; SmolLM2-135M LoRA, one warm start"
     png = plot(args.png, {k: v["heldout_curve"] for k, v in systems.items()}, title) if str(args.png) not in ("", ".") else None
     print(json.dumps({
         "setup": {"model": "SmolLM2-135M-Instruct (embedded, float32, CPU)",
