@@ -37,6 +37,9 @@ from gymfleet.run.records import GenerationTimeline
 from gymfleet.trainer import AdapterBucket
 
 SAMPLE_S = 0.05
+STARVED_S = 30.0
+"""Seconds without a learner step, nothing in flight, the ahead budget spent and a task
+quarantined, before the async job lets one more step's groups start (:meth:`AheadBudget.starved`)."""
 
 
 class AheadBudget:
@@ -59,6 +62,14 @@ class AheadBudget:
         if self.max_staleness is not None:
             scheduler.group_budget = 0
             scheduler.add_group_budget((self.max_staleness + 1) * self.groups_per_step)
+
+    def starved(self, scheduler: Scheduler) -> bool:
+        """True when generation is held by the budget with nothing in flight while a task is
+        quarantined: the groups the quarantined task was handed never complete, so the learner
+        may wait for ever on groups no one generates (the caller grants a step's groups after
+        :data:`STARVED_S` without a learner step)."""
+        return (self.max_staleness is not None and scheduler.group_budget == 0 and scheduler.stats.in_flight == 0
+                and any(w.quarantined for w in scheduler.work.values()))
 
     def top_up(self, scheduler: Scheduler, steps: int, refills: int) -> None:
         """Grants ``groups_per_step`` groups per learner step taken since the last call, and the
@@ -118,11 +129,16 @@ class _Grpo:
         ahead = AheadBudget(self.cfg.run.max_staleness, self.cfg.learner.groups_per_step)
         ahead.open(scheduler)
         next_load = time.monotonic() + self.cfg.watch_interval_s
+        last_step = time.monotonic()
         while self.learner.alive() and not runner.done():
             await asyncio.sleep(min(SAMPLE_S * 4, self.cfg.watch_interval_s))
             if self.learner.attempts > ahead.steps:  # the step's version is published: serve it first,
                 await self.hot_load(gateway)  # so that the groups it lets start are sampled from it
+                last_step = time.monotonic()
             ahead.top_up(scheduler, self.learner.attempts, self.learner.wanted)
+            if ahead.starved(scheduler) and time.monotonic() - last_step >= STARVED_S:
+                scheduler.add_group_budget(self.cfg.learner.groups_per_step)  # replace what quarantine took
+                last_step = time.monotonic()
             if time.monotonic() >= next_load:
                 next_load = time.monotonic() + self.cfg.watch_interval_s
                 await self.hot_load(gateway)

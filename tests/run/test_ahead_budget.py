@@ -56,3 +56,26 @@ async def test_without_a_staleness_bound_generation_is_not_held(tmp_path: Path) 
             await asyncio.sleep(0.01)
         scheduler.request_stop()
         await runner
+
+
+async def test_a_quarantined_task_that_holds_the_budget_is_reported_starved(tmp_path: Path) -> None:
+    """Groups handed to a task that is then quarantined never complete: with the budget spent and
+    nothing in flight the job must let more groups start, or the learner waits for ever."""
+    async with await TrajectoryStore.open(str(tmp_path / "store.db")) as store:
+        cfg = run_config(tmp_path, [task("a", group_size=GROUP, env_kwargs={"n_instances": 64}),
+                                    task("b", group_size=GROUP, env_kwargs={"n_instances": 64})], max_in_flight=64)
+        scheduler = await make_scheduler(cfg, store)
+        ahead = AheadBudget(max_staleness=0, groups_per_step=2)
+        ahead.open(scheduler)
+        runner = asyncio.create_task(scheduler.run())
+        await _settle(scheduler)
+        assert scheduler.group_budget == 0 and not ahead.starved(scheduler)  # spent, but nothing was lost
+        scheduler.work["a"].quarantine("test: replicas gone")
+        assert ahead.starved(scheduler)
+        scheduler.add_group_budget(2)  # what the job grants after STARVED_S: task b takes them
+        await _settle(scheduler)
+        assert scheduler.stats.completed == 4 * GROUP  # started and finished by task b
+        assert ahead.starved(scheduler)  # spent again: the job grants again if the learner still waits
+        scheduler.request_stop()
+        await runner
+        assert AheadBudget(max_staleness=None, groups_per_step=2).starved(scheduler) is False
