@@ -93,10 +93,14 @@ class LongTailWordEnv(AgentEnv):
 
 
 def _terminal_config(mode: str, root: Path, args: argparse.Namespace) -> Any:
-    """The terminal easy tier with slow steps (see the module docstring)."""
-    from vs_trl_terminal import SLOW_ENV_ID, TEMPLATES
+    """The terminal easy tier with slow steps (see the module docstring): ``vs_trl_terminal``'s
+    training task, 2 turns of at most 32 tokens at temperature 1."""
+    from vs_trl_terminal import _instances, _task
 
     from gymfleet.envs.terminal.easy import TRAIN_WORDS
+
+    task = _task(argparse.Namespace(group_size=args.group_size, max_turns=2, temperature=1.0, max_new_tokens=32,
+                                    step_latency_s=args.median_s, latency_sigma=args.sigma), _instances(TRAIN_WORDS))
 
     return train_config_from_dict({
         "run_id": f"bench-{mode}", "store": str(root / mode / "store.db"),
@@ -106,10 +110,7 @@ def _terminal_config(mode: str, root: Path, args: argparse.Namespace) -> Any:
         "learner": {"lora_rank": 8, "groups_per_step": args.groups_per_step,
                     "micro_batch_size": args.groups_per_step * args.group_size, "max_tokens": 1024,
                     "dynamic_sampling": {"enabled": False}},
-        "tasks": [{"name": "terminal", "env_id": SLOW_ENV_ID, "group_size": args.group_size, "max_turns": 2,
-                   "instances": [f"{t}-{w}" for w in TRAIN_WORDS for t in TEMPLATES], "turn_timeout_s": 600,
-                   "env_kwargs": {"sandbox": "local", "step_latency_s": args.median_s, "latency_sigma": args.sigma},
-                   "sampling": {"temperature": 1.0, "max_new_tokens": 32}}],
+        "tasks": [task],
     })
 
 
