@@ -14,9 +14,11 @@ from tests.orchestrator.test_scheduler import make_scheduler
 GROUP = 3
 
 
-async def _settle(scheduler) -> None:
-    """Until nothing is in flight, then a little longer (nothing more may start)."""
-    while scheduler.stats.in_flight:
+async def _settle(scheduler, completed: int) -> None:
+    """Until ``completed`` rollouts have finished and nothing is in flight (however slow the
+    machine: no deadline but the test's own), then a little longer, so that a rollout the budget
+    should not have let start shows up in the count."""
+    while scheduler.stats.completed < completed or scheduler.stats.in_flight:
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.2)
 
@@ -28,16 +30,16 @@ async def test_generation_stops_max_staleness_plus_one_steps_ahead_and_follows_t
         ahead = AheadBudget(max_staleness=1, groups_per_step=2)
         ahead.open(scheduler)
         runner = asyncio.create_task(scheduler.run())
-        await _settle(scheduler)
+        await _settle(scheduler, (1 + 1) * 2 * GROUP)
         assert scheduler.stats.completed == (1 + 1) * 2 * GROUP  # two steps' groups, no more: max_in_flight is 64
         ahead.top_up(scheduler, steps=1, refills=0)  # the learner took a step: one more step's groups
-        await _settle(scheduler)
+        await _settle(scheduler, 3 * 2 * GROUP)
         assert scheduler.stats.completed == 3 * 2 * GROUP
         ahead.top_up(scheduler, steps=1, refills=1)  # a dynamic-sampling refill asked for one group
-        await _settle(scheduler)
+        await _settle(scheduler, 3 * 2 * GROUP + GROUP)
         assert scheduler.stats.completed == 3 * 2 * GROUP + GROUP
         ahead.top_up(scheduler, steps=1, refills=1)  # counters unchanged: nothing more
-        await _settle(scheduler)
+        await _settle(scheduler, 7 * GROUP)
         assert scheduler.stats.completed == 7 * GROUP and scheduler.group_budget == 0
         scheduler.request_stop()
         await runner
@@ -68,12 +70,13 @@ async def test_a_quarantined_task_that_holds_the_budget_is_reported_starved(tmp_
         ahead = AheadBudget(max_staleness=0, groups_per_step=2)
         ahead.open(scheduler)
         runner = asyncio.create_task(scheduler.run())
-        await _settle(scheduler)
+        await _settle(scheduler, 2 * GROUP)
+        assert scheduler.stats.completed == 2 * GROUP  # one step's groups (max_staleness 0)
         assert scheduler.group_budget == 0 and not ahead.starved(scheduler)  # spent, but nothing was lost
         scheduler.work["a"].quarantine("test: replicas gone")
         assert ahead.starved(scheduler)
         scheduler.add_group_budget(2)  # what the job grants after STARVED_S: task b takes them
-        await _settle(scheduler)
+        await _settle(scheduler, 4 * GROUP)
         assert scheduler.stats.completed == 4 * GROUP  # started and finished by task b
         assert ahead.starved(scheduler)  # spent again: the job grants again if the learner still waits
         scheduler.request_stop()
