@@ -24,7 +24,9 @@ learner steps.
 
 * gymfleet: :func:`gymfleet.run.job.train` in ``async`` (staleness ``--max-staleness``, importance
   sampling masks, generation at most ``max_staleness + 1`` steps ahead of the learner; the
-  threads ``--learner-threads`` / ``--engine-threads``, the job's 1 + 1 split by default) and
+  threads ``--learner-threads`` / ``--engine-threads``, 2 + 1 by default; objective
+  ``--objective``, ``ppo_clip`` by default: TRL's loss, so both learners optimise the same
+  objective; with ``dsis`` async collapsed on this task, ``benchmarks/README.md``) and
   ``sync`` mode (generate the step's groups, train, publish, repeat; every CPU to each phase):
   embedded TransformersEngine behind the token-in-token-out gateway, SQLite store, bucket,
   learner process; dynamic sampling off (TRL has none).
@@ -418,7 +420,7 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str, name: str) -> d
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12, help="learner steps (every system)")
+    parser.add_argument("--steps", type=int, default=9, help="learner steps (every system)")
     parser.add_argument("--prompts-per-step", type=int, default=4, help="groups (prompts) per step")
     parser.add_argument("--group-size", type=int, default=4, help="samples per prompt (TRL num_generations)")
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -433,11 +435,13 @@ def main() -> int:
     parser.add_argument("--step-latency-s", type=float, default=10.0,
                         help="median extra seconds each env step takes (log-normal; 0: the plain env)")
     parser.add_argument("--latency-sigma", type=float, default=0.5, help="sigma of the step latency's log-normal")
-    parser.add_argument("--learner-threads", type=int, default=None,
-                        help="gymfleet async: the learner's torch threads (default: the job's split; sync uses every CPU)")
-    parser.add_argument("--engine-threads", type=int, default=None, help="gymfleet async: the engine's torch threads")
-    parser.add_argument("--objective", default="dsis", choices=("dsis", "ppo_clip", "none"),
-                        help="gymfleet's policy objective (trainer/loss.py); on-policy (sync) all three give the same gradient")
+    parser.add_argument("--learner-threads", type=int, default=2,
+                        help="gymfleet async: the learner's torch threads (sync uses every CPU)")
+    parser.add_argument("--engine-threads", type=int, default=1, help="gymfleet async: the engine's torch threads")
+    parser.add_argument("--objective", default="ppo_clip", choices=("dsis", "ppo_clip", "none"),
+                        help="gymfleet's policy objective (trainer/loss.py); ppo_clip is TRL's GRPO loss "
+                             "(tests/trainer/test_trl_parity.py), so both learners optimise the same objective; "
+                             "on-policy (sync) all three give the same gradient")
     parser.add_argument("--max-staleness", type=int, default=1, help="gymfleet async: max policy lag")
     parser.add_argument("--systems", default="trl,async,sync", help="comma-separated: trl, async, sync")
     parser.add_argument("--seed", type=int, default=0)
