@@ -42,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -216,7 +217,16 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str | None, name: st
     task = TaskConfig.model_validate(_task(args))
     result = asyncio.run(evaluate(task, HELDOUT_WORDS[:args.heldout], root / "eval", adapter=adapter, name=name,
                                   samples_per_instance=args.eval_samples, seed=args.seed))
-    return {"mean_reward": round(result.mean_reward, 4), "n": result.n_rollouts}
+    return reward_summary(result.rewards)
+
+
+def reward_summary(rewards: list[float]) -> dict[str, Any]:
+    """``{"mean_reward", "se", "n"}`` of one held-out point: the mean of ``n`` rollout rewards and
+    its standard error, the sample standard deviation over sqrt(n) (0 when n < 2)."""
+    n = len(rewards)
+    mean = sum(rewards) / max(n, 1)
+    var = sum((r - mean) ** 2 for r in rewards) / (n - 1) if n > 1 else 0.0
+    return {"mean_reward": round(mean, 4), "se": round(math.sqrt(var / n), 4) if n > 1 else 0.0, "n": n}
 
 
 def add_heldout_curves(systems: dict[str, dict[str, Any]], start_reward: float,
@@ -228,7 +238,8 @@ def add_heldout_curves(systems: dict[str, dict[str, Any]], start_reward: float,
         curve = [{"step": 0, "wall_s": 0.0, "heldout_reward": start_reward}]
         for point in result.pop("checkpoints"):
             r = score(point["adapter"], f"{name}-{point['step']}")
-            curve.append({"step": point["step"], "wall_s": round(point["wall_s"], 2), "heldout_reward": r["mean_reward"]})
+            curve.append({"step": point["step"], "wall_s": round(point["wall_s"], 2), "heldout_reward": r["mean_reward"],
+                          "se": r.get("se")})
             console.print(f"{name} step {point['step']}: held-out reward {r['mean_reward']:.3f} (n={r['n']})")
         result["heldout_curve"] = curve
         result["final_heldout_reward"] = curve[-1]["heldout_reward"]
@@ -244,6 +255,31 @@ def trained_points(curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def first_reach_s(curve: list[dict[str, Any]], target: float) -> float | None:
     """Wall time (s) of the first trained held-out point at or above ``target``; None when none is."""
     return next((p["wall_s"] for p in trained_points(curve) if p["heldout_reward"] >= target), None)
+
+
+def curve_agreement(systems: dict[str, dict[str, Any]], reference: str) -> dict[str, Any]:
+    """Each other system's held-out curve against ``reference``'s, step by step: at every learner
+    step both scored, the difference of means (``system - reference``), its standard error
+    ``sqrt(se_a**2 + se_b**2)`` (the two points as independent samples) and whether the difference
+    is within 2 of those; ``all_within_2se`` over the steps. Empty when ``reference`` did not run."""
+    if reference not in systems:
+        return {}
+    ref = {p["step"]: p for p in trained_points(systems[reference]["heldout_curve"]) if p.get("se") is not None}
+    out: dict[str, Any] = {}
+    for name, result in systems.items():
+        if name == reference:
+            continue
+        rows = []
+        for p in trained_points(result["heldout_curve"]):
+            q = ref.get(p["step"])
+            if q is None or p.get("se") is None:
+                continue
+            se = math.sqrt(p["se"] ** 2 + q["se"] ** 2)
+            diff = p["heldout_reward"] - q["heldout_reward"]
+            rows.append({"step": p["step"], "diff": round(diff, 4), "se_diff": round(se, 4),
+                         "within_2se": abs(diff) <= 2 * se})
+        out[f"{name}_vs_{reference}"] = {"by_step": rows, "all_within_2se": bool(rows) and all(r["within_2se"] for r in rows)}
+    return out
 
 
 def time_to_reward(systems: dict[str, dict[str, Any]], fixed_target: float) -> dict[str, Any]:
@@ -361,6 +397,7 @@ def main() -> int:
         "untrained_heldout_reward": base["mean_reward"],
         **systems,
         "time_to_reward": headline,
+        "curve_agreement": curve_agreement(systems, "trl"),
         "png": png,
     }, indent=2))
     return 0

@@ -78,7 +78,8 @@ for path in (ROOT, ROOT / "benchmarks"):
         sys.path.insert(0, str(path))
 
 from vs_trl import (  # noqa: E402  (the SayWord benchmark's helpers)
-    INSTALL_HINT, _eval_steps, _lora, add_heldout_curves, plot, time_to_reward, trl_config)
+    INSTALL_HINT, _eval_steps, _lora, add_heldout_curves, curve_agreement, plot, reward_summary, time_to_reward,
+    trl_config)
 
 T = TypeVar("T")
 RUN_ID = "vs-trl-terminal"
@@ -415,7 +416,7 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str, name: str) -> d
     task = TaskConfig.model_validate(_task(args, _instances(HELDOUT_WORDS), slow=False))
     result = asyncio.run(evaluate(task, _instances(HELDOUT_WORDS), root / "eval", adapter=adapter, name=name,
                                   samples_per_instance=args.eval_samples, seed=args.seed))
-    return {"mean_reward": round(result.mean_reward, 4), "n": result.n_rollouts}
+    return reward_summary(result.rewards)
 
 
 def main() -> int:
@@ -498,6 +499,7 @@ def main() -> int:
         **systems,
         "time_to_reward": headline,
         "async_over_sync": speed,
+        "curve_agreement": {**curve_agreement(systems, "trl"), **curve_agreement({k: v for k, v in systems.items() if k != "trl"}, "gymfleet_sync")},
         "png": png,
     }, indent=2))
     return 0

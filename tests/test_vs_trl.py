@@ -51,3 +51,28 @@ def test_the_shared_start_reaches_nothing(vs_trl) -> None:
     assert got["targets"] == {"fixed": 0.4, "trl_best": 0.27}
     assert got["trl"] == {"fixed": None, "trl_best": 88} and got["gymfleet"] == {"fixed": 93, "trl_best": 93}
     assert got["trl_s_over_gymfleet_s"] == {"fixed": None, "trl_best": round(88 / 93, 3)}
+
+
+def test_a_held_out_point_carries_its_standard_error(vs_trl) -> None:
+    # 3 of 4 solved: sample std sqrt(0.25) = 0.5, se 0.5 / sqrt(4) = 0.25
+    assert vs_trl.reward_summary([1.0, 0.0, 1.0, 1.0]) == {"mean_reward": 0.75, "se": 0.25, "n": 4}
+    assert vs_trl.reward_summary([1.0]) == {"mean_reward": 1.0, "se": 0.0, "n": 1}
+
+
+def point(step: int, wall_s: float, reward: float, se: float | None) -> dict[str, float | None]:
+    return {"step": step, "wall_s": wall_s, "heldout_reward": reward, "se": se}
+
+
+def test_curves_agree_step_by_step_within_two_standard_errors(vs_trl) -> None:
+    start = {"step": 0, "wall_s": 0.0, "heldout_reward": 0.3}  # the shared start: nobody's point
+    systems = {"trl": {"heldout_curve": [start, point(4, 30, 0.60, 0.06), point(8, 60, 0.90, 0.03)]},
+               "gymfleet": {"heldout_curve": [start, point(4, 35, 0.75, 0.05), point(8, 59, 0.91, 0.03),
+                                              point(12, 90, 0.2, 0.05)]}}  # step 12: TRL has none
+    got = vs_trl.curve_agreement(systems, "trl")["gymfleet_vs_trl"]
+    # step 4: 0.15 apart, se sqrt(0.06^2 + 0.05^2) = 0.0781: within 2 se (0.156); step 8: 0.01 apart
+    assert [(r["step"], r["diff"], r["se_diff"], r["within_2se"]) for r in got["by_step"]] == [
+        (4, 0.15, 0.0781, True), (8, 0.01, 0.0424, True)]
+    assert got["all_within_2se"] is True
+    systems["gymfleet"]["heldout_curve"][1] = point(4, 35, 0.80, 0.05)  # 0.20 apart: outside
+    assert vs_trl.curve_agreement(systems, "trl")["gymfleet_vs_trl"]["all_within_2se"] is False
+    assert vs_trl.curve_agreement({"gymfleet": systems["gymfleet"]}, "trl") == {}
