@@ -44,6 +44,7 @@ import contextlib
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -222,11 +223,13 @@ def held_out(args: argparse.Namespace, root: Path, adapter: str | None, name: st
 
 def reward_summary(rewards: list[float]) -> dict[str, Any]:
     """``{"mean_reward", "se", "n"}`` of one held-out point: the mean of ``n`` rollout rewards and
-    its standard error, the sample standard deviation over sqrt(n) (0 when n < 2)."""
+    its standard error, the sample standard deviation over sqrt(n) (0 when n < 2). Rewards need
+    not be 0/1, so not ``gymfleet.run.records.binomial_se`` (for 0/1 rewards the two differ by
+    sqrt(n / (n - 1)), 1 % at n = 48)."""
     n = len(rewards)
-    mean = sum(rewards) / max(n, 1)
-    var = sum((r - mean) ** 2 for r in rewards) / (n - 1) if n > 1 else 0.0
-    return {"mean_reward": round(mean, 4), "se": round(math.sqrt(var / n), 4) if n > 1 else 0.0, "n": n}
+    mean = statistics.fmean(rewards) if n else 0.0
+    se = statistics.stdev(rewards) / math.sqrt(n) if n > 1 else 0.0
+    return {"mean_reward": round(mean, 4), "se": round(se, 4), "n": n}
 
 
 def add_heldout_curves(systems: dict[str, dict[str, Any]], start_reward: float,
@@ -235,7 +238,7 @@ def add_heldout_curves(systems: dict[str, dict[str, Any]], start_reward: float,
     time 0, then each checkpoint scored by ``score(adapter, name)``, which returns
     ``{"mean_reward", "n"}``), and sets ``final_heldout_reward``; wall times in s, rounded."""
     for name, result in systems.items():
-        curve = [{"step": 0, "wall_s": 0.0, "heldout_reward": start_reward}]
+        curve: list[dict[str, Any]] = [{"step": 0, "wall_s": 0.0, "heldout_reward": start_reward}]
         for point in result.pop("checkpoints"):
             r = score(point["adapter"], f"{name}-{point['step']}")
             curve.append({"step": point["step"], "wall_s": round(point["wall_s"], 2), "heldout_reward": r["mean_reward"],
@@ -292,7 +295,7 @@ def time_to_reward(systems: dict[str, dict[str, Any]], fixed_target: float) -> d
         than ``trl`` (> 1: that system got there first); the ``trl_best`` target and the ratios
         only when TRL ran.
     """
-    targets = {"fixed": fixed_target}
+    targets: dict[str, float | None] = {"fixed": fixed_target}
     if "trl" in systems:
         targets["trl_best"] = max((p["heldout_reward"] for p in trained_points(systems["trl"]["heldout_curve"])),
                                   default=None)

@@ -499,7 +499,8 @@ def main() -> int:
         **systems,
         "time_to_reward": headline,
         "async_over_sync": speed,
-        "curve_agreement": {**curve_agreement(systems, "trl"), **curve_agreement({k: v for k, v in systems.items() if k != "trl"}, "gymfleet_sync")},
+        "curve_agreement": {**curve_agreement(systems, "trl"),
+                            **curve_agreement({k: v for k, v in systems.items() if k != "trl"}, "gymfleet_sync")},
         "png": png,
     }, indent=2))
     return 0
