@@ -263,8 +263,10 @@ def first_reach_s(curve: list[dict[str, Any]], target: float) -> float | None:
 def curve_agreement(systems: dict[str, dict[str, Any]], reference: str) -> dict[str, Any]:
     """Each other system's held-out curve against ``reference``'s, step by step: at every learner
     step both scored, the difference of means (``system - reference``), its standard error
-    ``sqrt(se_a**2 + se_b**2)`` (the two points as independent samples) and whether the difference
-    is within 2 of those; ``all_within_2se`` over the steps. Empty when ``reference`` did not run."""
+    ``sqrt(se_a**2 + se_b**2)`` (the two points as independent samples: Miller 2024,
+    arXiv:2411.00640, section 4, the unpaired comparison ``gymfleet.run.records.Gain`` makes of
+    pass rates; here on mean rewards, which need not be 0/1) and whether the difference is within
+    2 of those; ``all_within_2se`` over the steps. Empty when ``reference`` did not run."""
     if reference not in systems:
         return {}
     ref = {p["step"]: p for p in trained_points(systems[reference]["heldout_curve"]) if p.get("se") is not None}
