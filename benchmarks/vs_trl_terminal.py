@@ -22,8 +22,9 @@ constant, grad-norm clip 1.0, no KL), sampling (temperature 1, ``--max-new-token
 group size and samples per step (``--prompts-per-step`` x ``--group-size``), for ``--steps``
 learner steps.
 
-* gymfleet: :func:`gymfleet.run.job.train` in ``async`` (staleness ``--max-staleness``, importance
-  sampling masks, generation at most ``max_staleness + 1`` steps ahead of the learner; the
+* gymfleet: :func:`gymfleet.run.job.train` in ``async`` (staleness ``--max-staleness``, 2 by
+  default, importance sampling masks, generation at most ``max_staleness + 1`` steps ahead of the
+  learner, as many rollouts in flight as that admits unless ``--in-flight`` says otherwise; the
   threads ``--learner-threads`` / ``--engine-threads``, 2 + 1 by default; objective
   ``--objective``, ``ppo_clip`` by default: TRL's loss, so both learners optimise the same
   objective; with ``dsis`` async collapsed on this task, ``benchmarks/README.md``) and
@@ -432,7 +433,9 @@ def main() -> int:
     parser.add_argument("--max-turns", type=int, default=2, help="bash turns before grading (the tasks' own limit: 2)")
     parser.add_argument("--eval-every", type=int, default=3, help="held-out evaluation every this many steps")
     parser.add_argument("--eval-samples", type=int, default=2, help="fixed-seed samples per held-out instance (24)")
-    parser.add_argument("--in-flight", type=int, default=32, help="gymfleet max rollouts in flight")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="gymfleet max rollouts in flight (default: what the staleness gate admits, "
+                             "(max_staleness + 1) x prompts-per-step x group-size)")
     parser.add_argument("--step-latency-s", type=float, default=10.0,
                         help="median extra seconds each env step takes (log-normal; 0: the plain env)")
     parser.add_argument("--latency-sigma", type=float, default=0.5, help="sigma of the step latency's log-normal")
@@ -443,12 +446,16 @@ def main() -> int:
                         help="gymfleet's policy objective (trainer/loss.py); ppo_clip is TRL's GRPO loss "
                              "(tests/trainer/test_trl_parity.py), so both learners optimise the same objective; "
                              "on-policy (sync) all three give the same gradient")
-    parser.add_argument("--max-staleness", type=int, default=1, help="gymfleet async: max policy lag")
+    parser.add_argument("--max-staleness", type=int, default=2,
+                        help="gymfleet async: max policy lag; async's pipeline is max_staleness + 1 steps deep, "
+                             "so at 1 it can at best double sync's speed (benchmarks/README.md)")
     parser.add_argument("--systems", default="trl,async,sync", help="comma-separated: trl, async, sync")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", type=float, default=0.6, help="fixed held-out reward whose first-reach time is reported")
     parser.add_argument("--png", type=Path, default=Path("runs/vs_trl_terminal.png"), help="curve plot ('' for none)")
     args = parser.parse_args()
+    if args.in_flight is None:
+        args.in_flight = (args.max_staleness + 1) * args.prompts_per_step * args.group_size
     systems_wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
     if not systems_wanted or set(systems_wanted) - {"trl", "async", "sync"}:
         print(f"--systems: pick from trl, async, sync (got {args.systems!r})", file=sys.stderr)
