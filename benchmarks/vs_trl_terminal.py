@@ -317,7 +317,12 @@ class TerminalRollouts:
         rewards = [0.0] * len(prompts)
         live = list(range(len(prompts)))
         try:
+            context = int(trainer.model.config.max_position_embeddings)
             for _turn in range(self.args.max_turns):
+                # a conversation that fills the context window ends there with reward 0, as
+                # gymfleet's rollouts end truncated on ContextLengthError (a policy's command can
+                # print more than 8,192 tokens; generating past it took 24 GiB and the OOM killer)
+                live = [i for i in live if len(prompt_ids[i]) + len(completions[i]) < context]
                 if not live:
                     break
                 outs = self._generate(trainer.model, [prompt_ids[i] + completions[i] for i in live])
