@@ -100,20 +100,29 @@ class TrainBatch:
                                             if isinstance(getattr(self, f.name), torch.Tensor)})
 
     def split(self, micro_batch_size: int) -> list[TrainBatch]:
-        """Micro-batches of at most ``micro_batch_size`` sequences, each trimmed to its own
-        longest sequence so that short ones do not pay for long ones."""
+        """Micro-batches of at most ``micro_batch_size`` sequences, longest first, each trimmed to
+        its own longest sequence.
+
+        Sequences are cut into micro-batches in order of length (descending, ties in batch order),
+        so short ones share a micro-batch with short ones and do not pay for long ones: on the
+        terminal tier, whose multi-turn trajectories range from a few hundred to ``max_tokens``
+        tokens, that pads far fewer tokens than cutting in group order. The step's gradient does
+        not depend on the order: the loss is a sum over tokens divided by the step's token count
+        (:func:`gymfleet.trainer.loss.policy_loss`), and micro-batch gradients are summed.
+        """
+        lengths = self.attention_mask.sum(dim=1)
+        order = torch.argsort(lengths, descending=True, stable=True)
         out = []
-        for i in range(0, len(self.input_ids), micro_batch_size):
-            sl = slice(i, i + micro_batch_size)
-            t = int(self.attention_mask[sl].sum(dim=1).max().item())
+        for i in range(0, len(order), micro_batch_size):
+            rows = order[i:i + micro_batch_size]
+            t = int(lengths[rows].max().item())
             out.append(
                 TrainBatch(
-                    self.input_ids[sl, :t], self.attention_mask[sl, :t], self.loss_mask[sl, :t],
-                    self.behaviour_logp[sl, :t], self.advantages[sl], self.rewards[sl],
+                    self.input_ids[rows, :t], self.attention_mask[rows, :t], self.loss_mask[rows, :t],
+                    self.behaviour_logp[rows, :t], self.advantages[rows], self.rewards[rows],
                 )
             )
         return out
-
 
 def collate(groups: Sequence[Sequence[Trajectory]], max_tokens: int | None = None) -> TrainBatch:
     """Pads the trajectories of ``groups`` into one :class:`TrainBatch`.

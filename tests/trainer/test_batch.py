@@ -48,3 +48,47 @@ def test_collate_pads_and_aligns_masks() -> None:
 def test_collate_of_nothing_names_the_cause() -> None:
     with pytest.raises(ValueError, match="dropped every group"):
         collate([])
+
+
+def test_micro_batches_are_cut_by_length_so_short_sequences_pad_little() -> None:
+    lengths = [3, 12, 4, 11]
+    batch = collate([[traj(i, float(i % 2), n=n) for i, n in enumerate(lengths)]])
+    micro = batch.split(2)
+    # group order would pad both micro-batches to 12 and 11 (46 slots); by length, 12+11 and 4+3 (32).
+    assert [m.input_ids.shape for m in micro] == [(2, 12), (2, 4)]
+    assert sum(int(m.input_ids.numel()) for m in micro) == 32
+    # every row keeps its own tokens, masks, behaviour logprobs, advantage and reward
+    rows = [(m.input_ids[r], m.loss_mask[r], m.behaviour_logp[r], m.advantages[r], m.rewards[r])
+            for m in micro for r in range(len(m.input_ids))]
+    assert [int(r[0][0]) // 10 for r in rows] == [1, 3, 2, 0]
+    for ids, mask, logp, adv, reward in rows:
+        i = int(ids[0]) // 10
+        n = lengths[i]
+        assert ids[:n].tolist() == batch.input_ids[i, :n].tolist()
+        assert mask.tolist() == batch.loss_mask[i, :len(mask)].tolist()
+        assert logp.tolist() == batch.behaviour_logp[i, :len(logp)].tolist()
+        assert float(adv) == float(batch.advantages[i]) and float(reward) == float(batch.rewards[i])
+
+
+def test_the_step_gradient_does_not_depend_on_how_micro_batches_are_cut() -> None:
+    import torch
+
+    from gymfleet.trainer.loss import policy_loss
+
+    lengths = [3, 12, 4, 11, 7, 5]
+    batch = collate([[traj(i, float(i % 3 == 0), n=n) for i, n in enumerate(lengths)]])
+    torch.manual_seed(0)
+    table = torch.nn.Parameter(torch.randn(64) * 0.1)
+
+    def grad(micro_batches) -> torch.Tensor:
+        table.grad = None
+        for m in micro_batches:
+            logp = torch.nn.functional.logsigmoid(table[m.input_ids % 64]) - 1.0
+            out = policy_loss(logp, m.behaviour_logp, m.advantages, m.loss_mask,
+                              n_tokens_total=batch.n_generated_tokens)
+            out.loss.backward()
+        return table.grad.clone()
+
+    whole = grad([batch])
+    for size in (1, 2, 4):
+        assert torch.allclose(grad(batch.split(size)), whole, atol=1e-7)
