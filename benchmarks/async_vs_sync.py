@@ -108,7 +108,7 @@ def _terminal_config(mode: str, root: Path, args: argparse.Namespace) -> Any:
         "report_dir": str(root / mode / "report"), "mode": mode, "max_in_flight": args.in_flight,
         "budget": {"max_steps": args.steps}, "max_staleness": 1,
         "learner": {"lora_rank": 8, "groups_per_step": args.groups_per_step,
-                    "micro_batch_size": args.groups_per_step * args.group_size, "max_tokens": 1024,
+                    "max_tokens": 1024,
                     "dynamic_sampling": {"enabled": False}},
         "tasks": [task],
     })

@@ -165,7 +165,7 @@ def _config(args: argparse.Namespace, root: Path, mode: str, slow: bool = True) 
         **({"learner_threads": args.learner_threads} if args.learner_threads and mode == "async" else {}),
         **({"engine_threads": args.engine_threads} if args.engine_threads and mode == "async" else {}),
         "learner": {**_lora(args), "learning_rate": args.lr, "groups_per_step": args.prompts_per_step,
-                    "micro_batch_size": args.prompts_per_step * args.group_size, "max_tokens": 1024,
+                    "max_tokens": 1024,
                     "publish_every": 1, "dynamic_sampling": {"enabled": False}, "objective": args.objective},
         "max_staleness": args.max_staleness,
         "warmstart": {"enabled": True, "episodes_per_instance": 1, "max_instances_per_task": 16, "epochs": 4,

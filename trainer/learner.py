@@ -134,7 +134,8 @@ class StepMetrics:
 
 
 def sequence_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,
+    loss_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logprob of each token given the tokens before it, under the rollout's sampling distribution.
 
@@ -142,19 +143,34 @@ def sequence_logprobs(
     after temperature and nucleus truncation, renormalised), so that
     ``exp(logp - behaviour_logp)`` is exactly 1 for an unchanged policy.
 
+    With ``loss_mask``, only the tokens on it are scored: the model projects onto the vocabulary
+    only the positions that predict them (transformers' ``logits_to_keep``, as a (B, T) boolean
+    mask), which skips the LM head and the vocabulary-wide softmax everywhere else. A 49k-token
+    vocabulary made those about a third of a learner step's time on multi-turn trajectories, where
+    most tokens are prompts and observations.
+
     Args:
-        model: a causal LM returning ``.logits`` (B, T, V).
+        model: a causal LM returning ``.logits`` (B, T, V); with ``loss_mask``, one whose forward
+            takes ``logits_to_keep`` (every transformers causal LM does, peft-wrapped or not).
         input_ids: (B, T) int64.
         attention_mask: (B, T) 1 on real tokens.
         temperature: the rollouts' temperature (0 = greedy: temperature-1 logprobs).
         top_p: the rollouts' nucleus mass.
+        loss_mask: (B, T), nonzero on the tokens to score; None scores every token.
 
     Returns:
-        (B, T) float32; position 0 (no context) is 0.
+        (B, T) float32; position 0 (no context) is 0, and so is every position off ``loss_mask``.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
-    return torch.nn.functional.pad(picked, (1, 0))
+    if loss_mask is None:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+        picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
+        return torch.nn.functional.pad(picked, (1, 0))
+    scored = loss_mask[:, 1:] != 0  # (B, T-1): token t+1 is scored by the logits at position t
+    keep = torch.nn.functional.pad(scored, (0, 1))  # (B, T): the positions whose logits are needed
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits  # (N, V)
+    picked = token_logprobs(logits, input_ids[:, 1:][scored], temperature, top_p)  # (N,)
+    out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
+    return out.masked_scatter(torch.nn.functional.pad(scored, (1, 0)), picked)
 
 
 class Learner:
@@ -290,7 +306,7 @@ class Learner:
     def _micro_step(self, micro: TrainBatch, total_tokens: int):
         micro = micro.to(self.device)
         logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.policy.temperature,
-                                 self.policy.top_p)
+                                 self.policy.top_p, loss_mask=micro.loss_mask)
         out = policy_loss(
             logp, micro.behaviour_logp, micro.advantages, micro.loss_mask,
             objective=self.config.objective, config=self.loss_config, n_tokens_total=total_tokens,

@@ -135,3 +135,46 @@ async def test_a_zero_variance_group_is_counted_acked_untrained_and_the_step_ref
     assert source.claim_log == ["same", "varied"] and source.acked == {"same"}
     assert learner.pending_group_ids == ["varied"]
     assert await learner.run_step() is None
+
+
+def test_scoring_only_the_loss_tokens_gives_the_same_logprobs_and_adapter_gradient(smollm_model) -> None:
+    """``sequence_logprobs(..., loss_mask=)`` projects only the positions that predict a loss
+    token onto the vocabulary (``logits_to_keep``); on those tokens it must equal scoring every
+    position, value and LoRA gradient alike, at a temperature and nucleus a rollout uses."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    model = get_peft_model(copy.deepcopy(smollm_model), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.02)
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, 40000, (3, 24), generator=gen)
+    attention = torch.ones_like(ids)
+    attention[2, 17:] = 0  # right padding
+    mask = torch.zeros(3, 24)
+    mask[0, 6:11] = 1  # two turns of policy tokens between observations
+    mask[0, 15:20] = 1
+    mask[1, 20:24] = 1
+    mask[2, 9:17] = 1
+    advantages = torch.tensor([[1.0], [-0.5], [0.25]])
+
+    def scored(**kw) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        logp = sequence_logprobs(model, ids, attention, 0.8, 1.0, **kw)
+        (-(logp * mask * advantages).sum()).backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+        return (logp * mask).detach(), grads
+
+    full, full_grads = scored()
+    kept, kept_grads = scored(loss_mask=mask)
+    assert torch.allclose(kept, full, atol=1e-5)
+    assert kept.ne(0).sum() == mask.sum()  # every loss token scored, nothing else
+    assert len(kept_grads) == len(full_grads) > 0
+    for a, b in zip(kept_grads, full_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    assert any(g.abs().sum() > 0 for g in kept_grads)
