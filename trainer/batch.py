@@ -125,10 +125,11 @@ class TrainBatch:
             )
         return out
 
+
 def _trained_length(traj: Trajectory, max_tokens: int | None) -> int:
     """Tokens of ``traj`` a step computes: its first ``max_tokens``, cut after the last policy
     token among them (what follows, an env's last observation, changes no trained logprob under
-    causal attention). At least 1."""
+    causal attention). 1 when none of them is a policy token."""
     n = min(traj.n_tokens, max_tokens or traj.n_tokens)
     generated = np.flatnonzero(traj.loss_mask[:n])
     return int(generated[-1]) + 1 if len(generated) else 1

@@ -145,9 +145,9 @@ def sequence_logprobs(
 
     With ``loss_mask``, only the tokens on it are scored: the model projects onto the vocabulary
     only the positions that predict them (transformers' ``logits_to_keep``, as a (B, T) boolean
-    mask), which skips the LM head and the vocabulary-wide softmax everywhere else. A 49k-token
-    vocabulary made those about a third of a learner step's time on multi-turn trajectories, where
-    most tokens are prompts and observations.
+    mask), which skips the LM head and the vocabulary-wide softmax everywhere else: on multi-turn
+    trajectories most tokens are prompts and observations, and SmolLM2's vocabulary has 49,152
+    entries.
 
     Args:
         model: a causal LM returning ``.logits`` (B, T, V); with ``loss_mask``, one whose forward

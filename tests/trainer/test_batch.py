@@ -92,3 +92,20 @@ def test_the_step_gradient_does_not_depend_on_how_micro_batches_are_cut() -> Non
     whole = grad([batch])
     for size in (1, 2, 4):
         assert torch.allclose(grad(batch.split(size)), whole, atol=1e-7)
+
+
+def test_a_sequence_ends_at_its_last_policy_token_within_max_tokens() -> None:
+    # policy tokens at 2-3, then an env observation (4-7) the loss never sees
+    tail = traj(0, 1.0, n=8)
+    tail.loss_mask = np.array([0, 0, 1, 1, 0, 0, 0, 0], np.uint8)
+    whole = traj(1, 0.0, n=6)
+    batch = collate([[tail, whole]])
+    assert batch.attention_mask.sum(dim=1).tolist() == [4, 6]
+    assert batch.n_generated_tokens == 2 + 4
+    # max_tokens first: of whole's first 3 tokens only position 2 is the policy's
+    assert collate([[tail, whole]], max_tokens=3).attention_mask.sum(dim=1).tolist() == [3, 3]
+    # no policy token within max_tokens: one token, nothing trained
+    late = traj(2, 1.0, n=8)
+    late.loss_mask = np.array([0, 0, 0, 0, 0, 1, 1, 0], np.uint8)
+    cut = collate([[late, whole]], max_tokens=4)
+    assert cut.attention_mask.sum(dim=1).tolist() == [1, 4] and cut.loss_mask[0].sum() == 0

@@ -178,3 +178,8 @@ def test_scoring_only_the_loss_tokens_gives_the_same_logprobs_and_adapter_gradie
     for a, b in zip(kept_grads, full_grads, strict=True):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
     assert any(g.abs().sum() > 0 for g in kept_grads)
+    # a micro-batch without one policy token (all past max_tokens) scores nothing and still backpropagates
+    model.zero_grad(set_to_none=True)
+    none = sequence_logprobs(model, ids[:1], attention[:1], 0.8, 1.0, loss_mask=torch.zeros(1, 24))
+    assert none.shape == (1, 24) and not none.any()
+    none.sum().backward()
