@@ -86,7 +86,7 @@ def _batch_loss(learner: Learner, batch: TrainBatch, train: bool) -> tuple[float
         micro = micro.to(learner.device)
         with torch.set_grad_enabled(train):
             logp = sequence_logprobs(learner.model, micro.input_ids, micro.attention_mask, 1.0, 1.0,
-                                         loss_mask=micro.loss_mask)
+                                     loss_mask=micro.loss_mask)
             loss = sft_loss(logp, micro.loss_mask, n_tokens_total=total)
         if train:
             loss.backward()
