@@ -14,6 +14,7 @@ from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
 from gymfleet.trainer.rollout_policy import RolloutPolicy
+from tests.trainer.lora import lora_model
 
 pytestmark = pytest.mark.model
 
@@ -141,17 +142,7 @@ def test_scoring_only_the_loss_tokens_gives_the_same_logprobs_and_adapter_gradie
     """``sequence_logprobs(..., loss_mask=)`` projects only the positions that predict a loss
     token onto the vocabulary (``logits_to_keep``); on those tokens it must equal scoring every
     position, value and LoRA gradient alike, at a temperature and nucleus a rollout uses."""
-    import copy
-
-    from peft import LoraConfig, get_peft_model
-
-    torch.manual_seed(0)
-    model = get_peft_model(copy.deepcopy(smollm_model), LoraConfig(
-        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.02)
+    model = lora_model(smollm_model)
     gen = torch.Generator().manual_seed(3)
     ids = torch.randint(5, 40000, (3, 24), generator=gen)
     attention = torch.ones_like(ids)

@@ -29,26 +29,13 @@ from gymfleet.core.records import Trajectory
 from gymfleet.trainer.batch import collate
 from gymfleet.trainer.learner import sequence_logprobs
 from gymfleet.trainer.loss import LossConfig, group_advantages, policy_loss
+from tests.trainer.lora import lora_model
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(1200)]
 G, PROMPT_LEN, TEMPERATURE = 4, 7, 0.8
 COMPLETION_LENS = [5, 9, 3, 9, 7, 2, 9, 6]  # right padding, as TRL's completion_mask
 REWARDS = [[1.0, 0.0, 0.0, 1.0], [0.0, 0.25, 0.0, 1.0]]
 BAND = LossConfig(eps_low=0.2, eps_high=0.28)
-
-
-def lora_model(smollm_model: Any) -> Any:
-    """One non-trivial LoRA initialisation (B non-zero, so A gets a gradient too)."""
-    from peft import LoraConfig, get_peft_model
-
-    torch.manual_seed(0)
-    model = get_peft_model(copy.deepcopy(smollm_model), LoraConfig(
-        r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.02)
-    return model
 
 
 def sample_inputs(model: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
