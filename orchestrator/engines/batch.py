@@ -1,19 +1,26 @@
-"""One static batch on the model: merge session caches, prefill only new tokens, decode, split back.
+"""The running batch on one model (continuous batching): rows join between decode steps and leave as they finish.
 
-Layout of row i in the batched cache (C = longest cached prefix, N = longest new suffix)::
+Layout of row i in the running cache (L columns; every row's newest token sits in the last one)::
 
-    [pad (C - c_i)][cached c_i] [pad (N - n_i)][new n_i] [generated ...]
+    [pad][cached c_i][pad][new prompt n_i][fed generated tokens ...]
 
-Padding sits in the middle of a row; the 2-D attention mask hides it and explicit
-``position_ids`` keep each row's rotary positions contiguous (cached keys already carry theirs).
+Padding sits on the left and between a row's cached prefix and its new prompt tokens; the 2-D
+attention mask (B, L) hides it and explicit ``position_ids`` keep each row's rotary positions
+contiguous (cached keys already carry theirs). Rows that join are prefilled in one forward pass
+of their own (rows with the same prompt, adapter and no cached prefix, such as the samples of
+a group, prefill it once), then padded on the left to the running length. A row leaves the
+batch as soon as it finishes; its keys and values (the columns its mask marks, in order) become
+its session's cache. Leading columns that no row uses any more are cut.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from gymfleet.core.records import SamplingParams
@@ -23,10 +30,13 @@ from gymfleet.orchestrator.engines.kv_cache import SessionCache, SessionCacheSto
 BASE_ADAPTER = "__base__"
 """peft's name for "no adapter" in a mixed-adapter batch."""
 
+Layers = list[tuple[torch.Tensor, torch.Tensor]]
+"""Per layer ``(keys, values)``, each of shape (B, H_kv, L, D)."""
 
-@dataclass
+
+@dataclass(eq=False)
 class BatchRow:
-    """One request inside a batch, and what was generated for it."""
+    """One request inside the running batch, and what was generated for it (compared by identity)."""
 
     prompt_ids: list[int]
     sampling: SamplingParams
@@ -42,14 +52,15 @@ class BatchRow:
 
 @dataclass
 class BatchStats:
-    """What one batch cost: prompt tokens prefilled and forward passes run."""
+    """What one step cost: prompt tokens prefilled, forward passes run, prefills run."""
 
     n_prefilled_tokens: int = 0
     n_forward_passes: int = 0
+    n_prefills: int = 0
 
 
 class BatchRunner:
-    """Runs batches on one model; called only from the engine's single worker thread."""
+    """The running batch on one model; called only from the engine's single worker thread."""
 
     def __init__(self, model: Any, tokenizer: Any, caches: SessionCacheStore, eos_ids: set[int]) -> None:
         self.model = model
@@ -57,36 +68,161 @@ class BatchRunner:
         self.caches = caches
         self.eos_ids = eos_ids
         self.uses_adapters = False
+        self.rows: list[BatchRow] = []
+        self._layers: Layers = []
+        self._mask = torch.zeros(0, 0, dtype=torch.long)  # (B, L): 1 where row b has a token
+        self._positions = torch.zeros(0, 1, dtype=torch.long)  # (B, 1): position of the token fed next
+        self._next_ids = torch.zeros(0, 1, dtype=torch.long)  # (B, 1): the last sampled token
+
+    def step(self, admit: list[BatchRow], drop: Collection[BatchRow] = ()) -> tuple[list[BatchRow], BatchStats]:
+        """Drops ``drop`` from the batch, prefills ``admit`` into it, then decodes one token for every row.
+
+        Returns the rows that finished in this step (their session caches stored) and its cost.
+        On any error the running batch is emptied (its rows lost) and the error raised.
+        """
+        try:
+            return self._step(admit, drop)
+        except BaseException:
+            self.rows = []
+            self._keep([])
+            raise
 
     @torch.inference_mode()
-    def run(self, rows: list[BatchRow]) -> BatchStats:
-        """Generates every row to completion (static batching) and stores the session caches."""
+    def _step(self, admit: list[BatchRow], drop: Collection[BatchRow]) -> tuple[list[BatchRow], BatchStats]:
+        stats = BatchStats()
+        dropped = {id(row) for row in drop}
+        if dropped:
+            self._keep([i for i, row in enumerate(self.rows) if id(row) not in dropped])
+        finished = self._admit(admit, stats) if admit else []
+        if self.rows:
+            finished += self._decode(stats)
+        return finished, stats
+
+    def _admit(self, rows: list[BatchRow], stats: BatchStats) -> list[BatchRow]:
         entries = [self.caches.get(row.routing_key) for row in rows]
-        for row, entry in zip(rows, entries):
-            row.n_cached = entry.usable_prefix(row.prompt_ids, row.adapter) if entry else 0
-        n_cached = max(row.n_cached for row in rows)
-        n_new = max(len(row.prompt_ids) - row.n_cached for row in rows)
-        cache = self._merged_cache(rows, entries, n_cached)
+        new_sessions = [entry is None for entry in entries]
+        for i, (row, entry) in enumerate(zip(rows, entries)):
+            if entry is not None:
+                row.n_cached = entry.usable_prefix(row.prompt_ids, row.adapter)
+            else:  # a new session: start from whatever cached sequence shares its prompt's start
+                entries[i], row.n_cached = self.caches.longest_prefix(row.prompt_ids, row.adapter)
+        unique, source = self._dedupe(rows)
+        prefilled = [rows[i] for i in unique]
+        n_cached = max(row.n_cached for row in prefilled)
+        n_new = max(len(row.prompt_ids) - row.n_cached for row in prefilled)
+        cache = self._merged_cache(prefilled, [entries[i] for i in unique], n_cached)
         device = self.model.device  # the model's (model.device); sampling stays on the CPU
-        input_ids, positions, mask = (t.to(device) for t in self._prefill_inputs(rows, n_cached, n_new))
-        stats = BatchStats(n_prefilled_tokens=sum(len(r.prompt_ids) - r.n_cached for r in rows))
-        extra = self._adapter_kwargs(rows)
-        active = list(range(len(rows)))
-        while active:
-            out = self.model(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                cache=cache, use_cache=True, logits_to_keep=1, **extra,
-            )
-            stats.n_forward_passes += 1
-            cache = out.cache
-            logits = out.logits[:, -1, :].float().cpu()  # float32 logprobs whatever the model's dtype
-            next_ids = [self._step_row(rows[i], logits[i]) if i in active else 0 for i in range(len(rows))]
-            active = [i for i in active if rows[i].finish_reason is None]
-            input_ids = torch.tensor(next_ids, dtype=torch.long, device=device).unsqueeze(1)
-            positions = positions[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=mask.dtype, device=device)], dim=1)
-        self._store_caches(rows, cache, n_cached, n_new)
-        return stats
+        input_ids, positions, mask = (t.to(device) for t in self._prefill_inputs(prefilled, n_cached, n_new))
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=positions,
+            cache=cache, use_cache=True, logits_to_keep=1, **self._adapter_kwargs(prefilled),
+        )
+        stats.n_forward_passes += 1
+        stats.n_prefills += 1
+        stats.n_prefilled_tokens += sum(len(row.prompt_ids) - row.n_cached for row in prefilled)
+        index = torch.tensor(source, dtype=torch.long)
+        logits = out.logits[:, -1, :].float().cpu()[index]  # float32 logprobs whatever the model's dtype
+        next_ids = [self._step_row(row, logits[i]) for i, row in enumerate(rows)]
+        prefill_layers = [(layer.keys, layer.values) for layer in out.cache.layers]
+        for j, i in enumerate(unique):  # a new session's prompt, for its group's later samples
+            if new_sessions[i]:
+                self._store(rows[i].prompt_ids, rows[i].adapter, prefill_layers, mask, j, prompt=True)
+        index = index.to(device)
+        layers = [(k[index], v[index]) for k, v in prefill_layers]
+        self._join(rows, layers, mask[index], next_ids)
+        return self._retire()
+
+    @staticmethod
+    def _dedupe(rows: list[BatchRow]) -> tuple[list[int], list[int]]:
+        """Which rows to prefill, and for each row the index (among those) whose prefill it shares:
+        rows with the same prompt, adapter and cached prefix length (a group's samples) prefill
+        once; the prefix's keys and values depend only on its tokens and the adapter."""
+        first: dict[Hashable, int] = {}
+        unique: list[int] = []
+        source: list[int] = []
+        for i, row in enumerate(rows):
+            key = (row.adapter, tuple(row.prompt_ids), row.n_cached)
+            if key not in first:
+                first[key] = len(unique)
+                unique.append(i)
+            source.append(first[key])
+        return unique, source
+
+    def _join(self, rows: list[BatchRow], layers: Layers, mask: torch.Tensor, next_ids: list[int]) -> None:
+        device = mask.device
+        positions = torch.tensor([[len(row.prompt_ids)] for row in rows], dtype=torch.long, device=device)
+        ids = torch.tensor(next_ids, dtype=torch.long, device=device).unsqueeze(1)
+        if not self.rows:
+            self.rows, self._layers, self._mask, self._positions, self._next_ids = list(rows), layers, mask, positions, ids
+            return
+        width = max(self._mask.shape[1], mask.shape[1])
+        self._layers = [
+            (torch.cat([_left_pad(k0, width), _left_pad(k1, width)]), torch.cat([_left_pad(v0, width), _left_pad(v1, width)]))
+            for (k0, v0), (k1, v1) in zip(self._layers, layers)
+        ]
+        self._mask = torch.cat([F.pad(self._mask, (width - self._mask.shape[1], 0)), F.pad(mask, (width - mask.shape[1], 0))])
+        self._positions = torch.cat([self._positions, positions])
+        self._next_ids = torch.cat([self._next_ids, ids])
+        self.rows += rows
+
+    def _decode(self, stats: BatchStats) -> list[BatchRow]:
+        ones = torch.ones(len(self.rows), 1, dtype=self._mask.dtype, device=self._mask.device)
+        self._mask = torch.cat([self._mask, ones], dim=1)
+        out = self.model(
+            input_ids=self._next_ids, attention_mask=self._mask, position_ids=self._positions,
+            cache=DynamicCache(ddp_cache_data=self._layers), use_cache=True, logits_to_keep=1,
+            **self._adapter_kwargs(self.rows),
+        )
+        stats.n_forward_passes += 1
+        self._layers = [(layer.keys, layer.values) for layer in out.cache.layers]
+        self._positions = self._positions + 1
+        logits = out.logits[:, -1, :].float().cpu()
+        next_ids = [self._step_row(row, logits[i]) for i, row in enumerate(self.rows)]
+        self._next_ids = torch.tensor(next_ids, dtype=torch.long, device=self._mask.device).unsqueeze(1)
+        return self._retire()
+
+    def _retire(self) -> list[BatchRow]:
+        """Removes the finished rows, storing each one's cache: prompt and every generated token it fed."""
+        done = [i for i, row in enumerate(self.rows) if row.finish_reason is not None]
+        for i in done:
+            row = self.rows[i]
+            if row.routing_key is None:
+                continue
+            ids = row.prompt_ids + row.token_ids[:-1]  # the last sampled token was never fed
+            self._store(ids, row.adapter, self._layers, self._mask, i, key=row.routing_key)
+        finished = [self.rows[i] for i in done]
+        if done:
+            self._keep([i for i, row in enumerate(self.rows) if row.finish_reason is None])
+        return finished
+
+    def _store(
+        self, ids: list[int], adapter: str | None, layers: Layers, mask: torch.Tensor, i: int,
+        key: str | None = None, prompt: bool = False,
+    ) -> None:
+        """Stores row ``i``'s keys and values (the columns its mask marks: the tokens ``ids``)."""
+        columns = mask[i].nonzero().squeeze(1)
+        assert len(columns) == len(ids), f"row {i} holds {len(columns)} tokens, not {len(ids)}"
+        kept = [(k[i : i + 1].index_select(2, columns), v[i : i + 1].index_select(2, columns)) for k, v in layers]
+        entry = SessionCache(ids, adapter, kept)
+        if prompt:
+            self.caches.put_prompt(entry)
+        else:
+            self.caches.put(key, entry)
+
+    def _keep(self, keep: list[int]) -> None:
+        """Keeps only rows ``keep`` and cuts the leading columns none of them uses."""
+        if not keep:
+            self.rows, self._layers = [], []
+            self._mask = self._mask[:0, :0]
+            self._positions, self._next_ids = self._positions[:0], self._next_ids[:0]
+            return
+        index = torch.tensor(keep, dtype=torch.long, device=self._mask.device)
+        self.rows = [self.rows[i] for i in keep]
+        mask = self._mask[index]
+        start = int(mask.any(0).nonzero()[0])
+        self._mask = mask[:, start:]
+        self._layers = [(k[index, :, start:], v[index, :, start:]) for k, v in self._layers]
+        self._positions, self._next_ids = self._positions[index], self._next_ids[index]
 
     def _step_row(self, row: BatchRow, logits: torch.Tensor) -> int:
         token, logprob = sample_token(logits, row.sampling.temperature, row.sampling.top_p, row.generator)
@@ -140,20 +276,7 @@ class BatchRunner:
             mask[i, n_cached + n_new - len(new) :] = 1
         return input_ids, positions, mask
 
-    def _store_caches(self, rows: list[BatchRow], cache: DynamicCache, n_cached: int, n_new: int) -> None:
-        for i, row in enumerate(rows):
-            if row.routing_key is None:
-                continue
-            n_prompt_new = len(row.prompt_ids) - row.n_cached
-            n_fed = len(row.token_ids) - 1  # the last sampled token was never fed back
-            index = torch.cat([
-                torch.arange(n_cached - row.n_cached, n_cached),
-                torch.arange(n_cached + n_new - n_prompt_new, n_cached + n_new),
-                torch.arange(n_cached + n_new, n_cached + n_new + n_fed),
-            ]).to(cache.layers[0].keys.device)
-            layers = [
-                (layer.keys[i : i + 1].index_select(2, index), layer.values[i : i + 1].index_select(2, index))
-                for layer in cast(list[Any], cache.layers)
-            ]
-            ids = row.prompt_ids + row.token_ids[:n_fed]
-            self.caches.put(row.routing_key, SessionCache(ids, row.adapter, layers))
+
+def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
+    """Pads a (B, H, L, D) tensor with zeros on the left of its L axis to ``width`` columns."""
+    return F.pad(tensor, (0, 0, width - tensor.shape[2], 0))

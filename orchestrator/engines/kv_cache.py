@@ -1,4 +1,10 @@
-"""Per-session KV caches of one replica, keyed by routing key, with an LRU bound."""
+"""Per-session KV caches of one replica, keyed by routing key, with an LRU bound; prompts' caches too.
+
+A request whose own session has no cache (a rollout's first turn) may start from any cached
+sequence it shares a prefix with: the prompt another sample of its group prefilled a moment ago
+(stored by :meth:`SessionCacheStore.put_prompt`), or the system prompt every rollout of a task
+shares (automatic prefix caching, as in vLLM, over whole cached sequences rather than blocks).
+"""
 
 from __future__ import annotations
 
@@ -36,6 +42,10 @@ class SessionCache:
         return n
 
 
+PROMPT_KEY = "\0prompt\0"
+"""Prefix of the keys under which prompts' caches are stored (no routing key starts with NUL)."""
+
+
 class SessionCacheStore:
     """LRU map routing key -> :class:`SessionCache`; the least recently used session is evicted first.
 
@@ -55,6 +65,25 @@ class SessionCacheStore:
             return None
         self._entries.move_to_end(key)
         return self._entries[key]
+
+    def longest_prefix(self, prompt_ids: list[int], adapter: str | None) -> tuple[SessionCache | None, int]:
+        """The cached sequence (any session's or prompt's) serving the most leading tokens of
+        ``prompt_ids`` under ``adapter``, and how many; ``(None, 0)`` when none shares a token.
+        Marks the one found most recently used. Cost: one scan of the entries."""
+        best: tuple[str | None, int] = (None, 0)
+        for key, entry in self._entries.items():
+            if entry.adapter == adapter and entry.token_ids[:1] == prompt_ids[:1]:
+                n = entry.usable_prefix(prompt_ids, adapter)
+                if n > best[1]:
+                    best = (key, n)
+        if best[0] is None:
+            return None, 0
+        self._entries.move_to_end(best[0])
+        return self._entries[best[0]], best[1]
+
+    def put_prompt(self, entry: SessionCache) -> None:
+        """Stores a prompt's cache, for requests with the same prompt or a prefix of it to start from."""
+        self.put(f"{PROMPT_KEY}{entry.adapter}\0{hash(tuple(entry.token_ids))}", entry)
 
     def put(self, key: str | None, entry: SessionCache) -> None:
         """Stores a session's cache, evicting the least recently used beyond ``max_sessions``."""

@@ -1,4 +1,4 @@
-"""TransformersEngine: the embedded in-process engine (micro-batching, session KV caches, LoRA adapters)."""
+"""TransformersEngine: the embedded in-process engine (continuous batching, session KV caches, LoRA adapters)."""
 
 from __future__ import annotations
 
@@ -37,14 +37,17 @@ class EngineStats:
     n_generated_tokens: int = 0
     n_forward_passes: int = 0
     n_batches: int = 0
+    """Prefills run: requests joining the running batch together."""
 
 
 class TransformersEngine:
     """An :class:`~gymfleet.orchestrator.protocols.Engine` running a transformers model in-process.
 
-    Concurrent ``generate`` calls arriving within ``batch_window_ms`` share forward passes
-    (static batching: a batch decodes until all its rows finish; later requests form the next
-    batch). Each routing key's KV cache is kept, so the next turn of a rollout prefills only the
+    Concurrent ``generate`` calls share forward passes (continuous batching,
+    :mod:`~gymfleet.orchestrator.engines.batch`): a request that arrives while others decode
+    joins them at the next step, up to ``max_batch_size`` rows, and leaves as soon as it
+    finishes; an idle engine waits ``batch_window_ms`` for others to join the first request.
+    Requests with the same prompt and adapter (a group's samples) share its prefill. Each routing key's KV cache is kept, so the next turn of a rollout prefills only the
     tokens beyond the cached prefix. Adapters are peft LoRA adapters, several loaded at once,
     mixed in one batch (peft ``adapter_names``). The model runs in one worker thread, so the
     event loop never blocks. Logprobs follow :mod:`gymfleet.core.sampling`
@@ -188,49 +191,62 @@ class TransformersEngine:
 
     async def _batch_loop(self, queue: asyncio.Queue[_Pending]) -> None:
         loop = asyncio.get_running_loop()
+        running: dict[int, _Pending] = {}  # id(row) -> its request, for the rows in the running batch
         while True:
-            batch = [await queue.get()]
-            deadline = loop.time() + self.config.batch_window_ms / 1000
-            while len(batch) < self.config.max_batch_size:
-                try:
-                    batch.append(await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time())))
-                except TimeoutError:
-                    break
-            batch = [p for p in batch if not p.future.done()]
-            if batch:
-                await self._run_batch(batch)
+            admit: list[_Pending] = []
+            if not running:  # idle: the first request waits batch_window_ms for others to join it
+                admit.append(await queue.get())
+                deadline = loop.time() + self.config.batch_window_ms / 1000
+                while len(admit) < self.config.max_batch_size:
+                    try:
+                        admit.append(await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time())))
+                    except TimeoutError:
+                        break
+            while len(running) + len(admit) < self.config.max_batch_size and not queue.empty():
+                admit.append(queue.get_nowait())  # busy: whoever waits joins at the next decode step
+            admit = [p for p in admit if not p.future.done()]
+            cancelled = [p.row for p in running.values() if p.future.done()]
+            for row in cancelled:
+                del running[id(row)]
+            running.update((id(p.row), p) for p in admit)
+            if running:
+                await self._step(running, [p.row for p in admit], cancelled)
 
-    def _run_loaded(self, rows: list[BatchRow]) -> tuple[BatchStats | None, set[int]]:
-        """Runs the rows whose adapter is still loaded (checked in the worker, after any unload
-        queued ahead of this batch); returns the stats and the indices of the rows left out."""
+    def _step_loaded(
+        self, admit: list[BatchRow], cancelled: list[BatchRow]
+    ) -> tuple[list[BatchRow], list[BatchRow], BatchStats]:
+        """One step of the running batch, leaving out the rows whose adapter is no longer loaded
+        (checked in the worker, after any unload queued ahead of it); returns the rows finished,
+        the rows left out, and the step's cost."""
         loaded = set(self.model.peft_config) if self.runner.uses_adapters else set()
-        gone = {i for i, row in enumerate(rows) if row.adapter is not None and row.adapter not in loaded}
-        kept = [row for i, row in enumerate(rows) if i not in gone]
-        return (self.runner.run(kept) if kept else None), gone
+        gone = [row for row in [*admit, *self.runner.rows] if row.adapter is not None and row.adapter not in loaded]
+        gone_ids = {id(row) for row in gone}
+        finished, stats = self.runner.step([row for row in admit if id(row) not in gone_ids], [*cancelled, *gone])
+        return finished, gone, stats
 
-    async def _run_batch(self, batch: list[_Pending]) -> None:
+    async def _step(self, running: dict[int, _Pending], admit: list[BatchRow], cancelled: list[BatchRow]) -> None:
         try:
-            stats, gone = await self._in_worker(self._run_loaded, [p.row for p in batch])
-        except Exception as exc:  # a failed batch fails its requests, never the batcher
-            error = ReplicaServerError(f"replica {self.name!r}: batch of {len(batch)} failed: {exc!r}")
-            for p in batch:
+            finished, gone, stats = await self._in_worker(self._step_loaded, admit, cancelled)
+        except Exception as exc:  # a failed step fails the requests in the batch, never the batcher
+            error = ReplicaServerError(f"replica {self.name!r}: batch of {len(running)} failed: {exc!r}")
+            for p in running.values():
                 if not p.future.done():
                     p.future.set_exception(error)
+            running.clear()
             return
-        for i in gone:  # unloaded while the request waited: a bad request, not a failed replica
-            if not batch[i].future.done():
-                batch[i].future.set_exception(UnknownAdapterError(
-                    f"adapter {batch[i].row.adapter!r} was unloaded from replica {self.name!r} before its "
-                    "request ran: keep a version loaded while turns sampled with it are in flight"
+        for row in gone:  # unloaded while the request waited or ran: a bad request, not a failed replica
+            p = running.pop(id(row))
+            if not p.future.done():
+                p.future.set_exception(UnknownAdapterError(
+                    f"adapter {row.adapter!r} was unloaded from replica {self.name!r} before its "
+                    "request finished: keep a version loaded while turns sampled with it are in flight"
                 ))
-        batch = [p for i, p in enumerate(batch) if i not in gone]
-        if stats is None:
-            return
-        self.stats.n_batches += 1
+        self.stats.n_batches += stats.n_prefills
         self.stats.n_forward_passes += stats.n_forward_passes
         self.stats.n_prefilled_tokens += stats.n_prefilled_tokens
-        self.stats.n_generated_tokens += sum(len(p.row.token_ids) for p in batch)
-        for p in batch:
+        self.stats.n_generated_tokens += sum(len(row.token_ids) for row in finished)
+        for row in finished:
+            p = running.pop(id(row))
             if not p.future.done():
                 p.future.set_result(None)
 

@@ -112,3 +112,80 @@ async def test_a_request_whose_adapter_is_unloaded_while_it_waits_fails_alone(
         assert kept.adapter_version == 2 and len(kept.token_ids) > 0
         assert base.adapter_version == 0 and len(base.token_ids) > 0
         assert await engine.health()
+
+
+async def _after_passes(engine: TransformersEngine, n: int) -> None:
+    while engine.stats.n_forward_passes < n:
+        await asyncio.sleep(0.005)
+
+
+async def test_a_request_joins_a_batch_that_is_decoding(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    """Continuous batching: a second turn with a cached prefix joins a long greedy decode midway,
+    shares its decode passes, and both get the tokens they get alone; the joined row's session
+    cache, cut out of the running batch, serves a third turn that matches a cold engine's."""
+    long = SamplingParams(temperature=0.0, max_new_tokens=24)
+    first = prompt(smollm_tokenizer, "Count to three.")
+    story = prompt(smollm_tokenizer, "Write a long story about a dragon and a knight.")
+    async with TransformersEngine(TransformersEngineConfig(), smollm_model, smollm_tokenizer) as engine:
+        story_alone = await engine.generate(story, long)
+        g1 = await engine.generate(first, GREEDY, routing_key="s")
+        second = first + g1.token_ids + smollm_tokenizer.encode("\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n")
+        passes = engine.stats.n_forward_passes
+        running = asyncio.ensure_future(engine.generate(story, long))
+        await _after_passes(engine, passes + 4)
+        g2 = await engine.generate(second, GREEDY, routing_key="s")
+        story_joined = await running
+        assert len(story_joined.token_ids) == 24 and story_joined.token_ids == story_alone.token_ids
+        assert story_joined.logprobs == pytest.approx(story_alone.logprobs, abs=1e-3)
+        # the join costs one prefill pass; its decodes ride on the story's passes
+        assert engine.stats.n_forward_passes - passes <= 24 + 1
+        assert g2.n_cached_tokens == len(first) + len(g1.token_ids) - 1
+        third = second + g2.token_ids + smollm_tokenizer.encode("\n<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n")
+        g3 = await engine.generate(third, GREEDY, routing_key="s")
+        assert g3.n_cached_tokens == len(second) + len(g2.token_ids) - 1
+    async with TransformersEngine(TransformersEngineConfig(max_cached_sessions=0), smollm_model, smollm_tokenizer) as cold:
+        assert (await cold.generate(second, GREEDY)).token_ids == g2.token_ids
+        g3_cold = await cold.generate(third, GREEDY)
+    assert g3_cold.token_ids == g3.token_ids
+    assert g3_cold.logprobs == pytest.approx(g3.logprobs, abs=1e-3)
+
+
+async def test_a_groups_samples_share_one_prefill(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    """Four samples of one prompt arriving together prefill it once, and still draw their own tokens."""
+    p = prompt(smollm_tokenizer, "Name an animal and say why you like it.")
+    config = TransformersEngineConfig(batch_window_ms=200)
+    async with TransformersEngine(config, smollm_model, smollm_tokenizer) as engine:
+        samples = await asyncio.gather(*(
+            engine.generate(p, SamplingParams(temperature=1.0, max_new_tokens=12, seed=seed)) for seed in range(4)
+        ))
+        assert engine.stats.n_prefilled_tokens == len(p) and engine.stats.n_batches == 1
+        alone = await engine.generate(p, SamplingParams(temperature=1.0, max_new_tokens=12, seed=2))
+    assert len({tuple(s.token_ids) for s in samples}) > 1
+    assert alone.token_ids == samples[2].token_ids
+    assert alone.logprobs == pytest.approx(samples[2].logprobs, abs=1e-3)
+
+
+async def test_a_new_session_starts_from_a_prompt_another_sample_prefilled(smollm_model: Any, smollm_tokenizer: Any) -> None:
+    """A group's later sample, arriving while the first decodes, reuses the first's prompt cache;
+    a different task's prompt reuses only the system prompt they share; results match a cold engine."""
+    def task_prompt(text: str) -> list[int]:
+        chat = [{"role": "system", "content": "You work in a bash terminal."}, {"role": "user", "content": text}]
+        return list(smollm_tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)["input_ids"])
+
+    p, other = task_prompt("Copy apple.txt to backup.txt."), task_prompt("Delete river.txt.")
+    shared = next(n for n, (a, b) in enumerate(zip(p, other)) if a != b)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=16, seed=5)
+    async with TransformersEngine(TransformersEngineConfig(), smollm_model, smollm_tokenizer) as engine:
+        first = asyncio.ensure_future(engine.generate(p, SamplingParams(temperature=0.0, max_new_tokens=16), routing_key="a"))
+        await _after_passes(engine, 2)
+        later = await engine.generate(p, sampling, routing_key="b")
+        await first
+        elsewhere = await engine.generate(other, sampling, routing_key="c")
+    assert later.n_cached_tokens == len(p) - 1
+    assert elsewhere.n_cached_tokens == shared
+    async with TransformersEngine(TransformersEngineConfig(max_cached_sessions=0), smollm_model, smollm_tokenizer) as cold:
+        later_cold = await cold.generate(p, sampling)
+        elsewhere_cold = await cold.generate(other, sampling)
+    assert later_cold.n_cached_tokens == 0
+    assert later.token_ids == later_cold.token_ids and elsewhere.token_ids == elsewhere_cold.token_ids
+    assert later.logprobs == pytest.approx(later_cold.logprobs, abs=1e-3)
