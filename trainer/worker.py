@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,9 @@ class WorkerArgs:
     """Claims smaller than this are released (sync mode: a whole step's worth)."""
     n_threads: int | None = None
     """torch intra-op threads of this process (None: torch's default, every core)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables set in the learner process's environment before it starts (a spawned process
+    only: they must be there before torch loads OpenMP), e.g. ``OMP_WAIT_POLICY``."""
 
 
 def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None) -> None:
@@ -123,7 +126,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
                 _write(out, missing)
             _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
                          "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
-                         "device": str(learner.device)})
+                         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "device": str(learner.device)})
             idle_s = 0.0
             while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
                 t0 = time.monotonic()

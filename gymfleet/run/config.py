@@ -25,7 +25,7 @@ from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
 from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
-from gymfleet.run.threads import split_threads, usable_cpus
+from gymfleet.run.threads import learner_environment, split_threads, usable_cpus
 from gymfleet.run.trackers import ReportTo
 from gymfleet.trainer import LearnerConfig, RolloutPolicy, SFTConfig, WorkerArgs
 
@@ -194,6 +194,7 @@ class TrainConfig(StrictModel):
             learner=self.learner, policy=self.rollout_policy(), store_url=self.run.store, run_id=self.run.run_id,
             bucket_url=self.bucket, report_dir=report_dir or self.report_dir, max_steps=self.budget.max_steps,
             min_groups=self.learner.groups_per_step, n_threads=self.learner_threads,
+            environment=learner_environment(self.mode),
         )
 
     @model_validator(mode="after")

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from multiprocessing.context import SpawnProcess
 from typing import Any
+from unittest import mock
 
 from gymfleet.trainer import WorkerArgs, learn, learner_process
 
@@ -100,7 +102,8 @@ class ProcessLearner(LearnerHandle):
         ctx = mp.get_context("spawn")
         self.proc = ctx.Process(target=learner_process, args=(self.args, self._stop, self._attempts, self._wanted),
                                 name="gymfleet-learner")
-        self.proc.start()
+        with mock.patch.dict(os.environ, self.args.environment):  # a spawned child copies it as it starts
+            self.proc.start()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()

@@ -17,6 +17,7 @@ GYMFLEET_LEARNING_STEPS / GYMFLEET_LEARNING_HELDOUT make a bigger run.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,9 @@ async def test_training_vs_untrained_on_held_out_words(tmp_path: Path) -> None:
     })
     outcome = await train(cfg, live=False)
     assert outcome.learner_exitcode == 0 and outcome.report.last_step == STEPS
+    # async: the learner process started with OpenMP's passive wait (gymfleet/run/threads.py)
+    start = json.loads((tmp_path / "report" / "learner.jsonl").read_text().splitlines()[0])
+    assert start["event"] == "start" and start["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
     latest = AdapterBucket(cfg.bucket, "learn").latest()
     assert latest is not None and latest.version == STEPS
 

@@ -4,6 +4,7 @@ usable CPUs unless configured, and the report says what the learner process ran 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.run.config import load_train_config
 from gymfleet.run.records import GenerationTimeline
 from gymfleet.run.report import build_report
-from gymfleet.run.threads import ThreadPlan, split_threads, usable_cpus
+from gymfleet.run.threads import ThreadPlan, learner_environment, split_threads, usable_cpus
 
 TASK = {"name": "a", "env_id": "gymfleet/Terminal-v0"}
 
@@ -68,3 +69,12 @@ def test_the_report_holds_the_learner_processes_torch_threads(tmp_path: Path) ->
     (tmp_path / "learner.jsonl").write_text(json.dumps({"event": "start", "t": t0 + 1, "torch_threads": 3}) + "\n")
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=2.0), "r")
     assert report.torch_threads["learner"] == 3
+
+
+def test_an_async_learner_starts_with_openmps_passive_wait_unless_the_user_chose(tmp_path: Path) -> None:
+    assert learner_environment("async", {}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert learner_environment("async", {"OMP_WAIT_POLICY": "ACTIVE"}) == {}
+    assert learner_environment("sync", {}) == {}
+    if "OMP_WAIT_POLICY" not in os.environ:
+        assert _load(tmp_path, {"mode": "async"}).worker_args().environment == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert _load(tmp_path, {"mode": "sync"}).worker_args().environment == {}
