@@ -47,8 +47,10 @@ class TransformersEngine:
     :mod:`~gymfleet.orchestrator.engines.batch`): a request that arrives while others decode
     joins them at the next step, up to ``max_batch_size`` rows, and leaves as soon as it
     finishes; an idle engine waits ``batch_window_ms`` for others to join the first request.
-    Requests with the same prompt and adapter (a group's samples) share its prefill. Each routing key's KV cache is kept, so the next turn of a rollout prefills only the
-    tokens beyond the cached prefix. Adapters are peft LoRA adapters, several loaded at once,
+    Requests with the same prompt and adapter (a group's samples) share its prefill. Each
+    routing key's KV cache is kept, so the next turn of a rollout prefills only the tokens
+    beyond the cached prefix, and a rollout's first turn starts from any cached sequence that
+    shares its prompt's start. Adapters are peft LoRA adapters, several loaded at once,
     mixed in one batch (peft ``adapter_names``). The model runs in one worker thread, so the
     event loop never blocks. Logprobs follow :mod:`gymfleet.core.sampling`
     (after temperature and top-p; greedy reports temperature-1 logprobs).
