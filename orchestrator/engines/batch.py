@@ -7,8 +7,8 @@ Layout of row i in the running cache (L columns; every row's newest token sits i
 Padding sits on the left and between a row's cached prefix and its new prompt tokens; the 2-D
 attention mask (B, L) hides it and explicit ``position_ids`` keep each row's rotary positions
 contiguous (cached keys already carry theirs). Rows that join are prefilled in one forward pass
-of their own (rows with the same prompt, adapter and no cached prefix, such as the samples of
-a group, prefill it once), then padded on the left to the running length. A row leaves the
+of their own (rows with the same prompt, adapter and cached prefix length, such as the samples
+of a group, prefill it once), then padded on the left to the running length. A row leaves the
 batch as soon as it finishes; its keys and values (the columns its mask marks, in order) become
 its session's cache. Leading columns that no row uses any more are cut.
 """
@@ -70,8 +70,7 @@ class BatchRunner:
         self.uses_adapters = False
         self.rows: list[BatchRow] = []
         self._layers: Layers = []
-        self._mask = torch.zeros(0, 0, dtype=torch.long)  # (B, L): 1 where row b has a token
-        self._positions = torch.zeros(0, 1, dtype=torch.long)  # (B, 1): position of the token fed next
+        self._mask = torch.zeros(0, 0, dtype=torch.long)  # (B, L): 1 where row b has a token; its sum: next position
         self._next_ids = torch.zeros(0, 1, dtype=torch.long)  # (B, 1): the last sampled token
 
     def step(self, admit: list[BatchRow], drop: Collection[BatchRow] = ()) -> tuple[list[BatchRow], BatchStats]:
@@ -83,7 +82,6 @@ class BatchRunner:
         try:
             return self._step(admit, drop)
         except BaseException:
-            self.rows = []
             self._keep([])
             raise
 
@@ -149,11 +147,9 @@ class BatchRunner:
         return unique, source
 
     def _join(self, rows: list[BatchRow], layers: Layers, mask: torch.Tensor, next_ids: list[int]) -> None:
-        device = mask.device
-        positions = torch.tensor([[len(row.prompt_ids)] for row in rows], dtype=torch.long, device=device)
-        ids = torch.tensor(next_ids, dtype=torch.long, device=device).unsqueeze(1)
+        ids = torch.tensor(next_ids, dtype=torch.long, device=mask.device).unsqueeze(1)
         if not self.rows:
-            self.rows, self._layers, self._mask, self._positions, self._next_ids = list(rows), layers, mask, positions, ids
+            self.rows, self._layers, self._mask, self._next_ids = list(rows), layers, mask, ids
             return
         width = max(self._mask.shape[1], mask.shape[1])
         self._layers = [
@@ -161,21 +157,20 @@ class BatchRunner:
             for (k0, v0), (k1, v1) in zip(self._layers, layers)
         ]
         self._mask = torch.cat([F.pad(self._mask, (width - self._mask.shape[1], 0)), F.pad(mask, (width - mask.shape[1], 0))])
-        self._positions = torch.cat([self._positions, positions])
         self._next_ids = torch.cat([self._next_ids, ids])
         self.rows += rows
 
     def _decode(self, stats: BatchStats) -> list[BatchRow]:
+        positions = self._mask.sum(dim=1, keepdim=True)  # (B, 1): each row's tokens so far
         ones = torch.ones(len(self.rows), 1, dtype=self._mask.dtype, device=self._mask.device)
         self._mask = torch.cat([self._mask, ones], dim=1)
         out = self.model(
-            input_ids=self._next_ids, attention_mask=self._mask, position_ids=self._positions,
+            input_ids=self._next_ids, attention_mask=self._mask, position_ids=positions,
             cache=DynamicCache(ddp_cache_data=self._layers), use_cache=True, logits_to_keep=1,
             **self._adapter_kwargs(self.rows),
         )
         stats.n_forward_passes += 1
         self._layers = [(layer.keys, layer.values) for layer in out.cache.layers]
-        self._positions = self._positions + 1
         logits = out.logits[:, -1, :].float().cpu()
         next_ids = [self._step_row(row, logits[i]) for i, row in enumerate(self.rows)]
         self._next_ids = torch.tensor(next_ids, dtype=torch.long, device=self._mask.device).unsqueeze(1)
@@ -214,7 +209,7 @@ class BatchRunner:
         if not keep:
             self.rows, self._layers = [], []
             self._mask = self._mask[:0, :0]
-            self._positions, self._next_ids = self._positions[:0], self._next_ids[:0]
+            self._next_ids = self._next_ids[:0]
             return
         index = torch.tensor(keep, dtype=torch.long, device=self._mask.device)
         self.rows = [self.rows[i] for i in keep]
@@ -222,7 +217,7 @@ class BatchRunner:
         start = int(mask.any(0).nonzero()[0])
         self._mask = mask[:, start:]
         self._layers = [(k[index, :, start:], v[index, :, start:]) for k, v in self._layers]
-        self._positions, self._next_ids = self._positions[index], self._next_ids[index]
+        self._next_ids = self._next_ids[index]
 
     def _step_row(self, row: BatchRow, logits: torch.Tensor) -> int:
         token, logprob = sample_token(logits, row.sampling.temperature, row.sampling.top_p, row.generator)
