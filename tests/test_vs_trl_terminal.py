@@ -50,3 +50,20 @@ def test_a_long_conversation_is_generated_apart_and_replies_keep_their_rows(benc
     assert sorted(n for call in rollouts.calls for n in call) == sorted(lengths)
     (long_call,) = [call for call in rollouts.calls if 7000 in call]
     assert len(rollouts.calls) > 1 and len(long_call) <= bench.GENERATE_TOKENS // 7000
+
+
+def test_async_keeps_learning_past_the_equal_step_point_and_both_are_scored(bench: Any) -> None:
+    import argparse
+
+    args = argparse.Namespace(steps=9, async_steps=18, eval_every=4)
+    assert bench._steps(args, "async") == 18 and bench._steps(args, "sync") == 9
+    assert bench._eval_points(args, 18) == [4, 8, 9, 12, 16, 18]  # step 9: async's equal-step point
+    assert bench._eval_points(args, 9) == [4, 8, 9]
+
+
+def test_fewer_async_steps_than_steps_is_refused_in_one_line(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.argv", ["vs_trl_terminal.py", "--steps", "9", "--async-steps", "4"])
+    assert bench.main() == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--async-steps (4) must be at least --steps (9)" in err
