@@ -554,6 +554,7 @@ def main() -> int:
                   "trl_version": trl.__version__, "trl_api": "GRPOTrainer(rollout_func=...) with env_mask",
                   "cpus": os.cpu_count(), "heldout_n_per_point": 24 * args.eval_samples,
                   "samples_per_system": args.steps * args.prompts_per_step * args.group_size,
+                  "samples_async": args.async_steps * args.prompts_per_step * args.group_size,
                   "load_avg_at_end": list(os.getloadavg()),
                   **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}},
         "warm_start_heldout_reward": start["mean_reward"],
