@@ -59,8 +59,8 @@ says what its steps trained: async drops samples staler than the bound).
 
 Needs TRL (``make setup`` installs it, the ``bench`` extra) and bubblewrap (``make services``).
 Usage: ``python benchmarks/vs_trl_terminal.py [--steps 9] [--async-steps 18] [--systems trl,async,sync] [--seed 0]``
-Prints one JSON object on stdout; progress goes to stderr. Not part of ``make bench`` (about
-half an hour at the defaults on two cores).
+Prints one JSON object on stdout; progress goes to stderr. Not part of ``make bench`` (38-43
+minutes at the defaults on two quiet cores, all three systems and held-out evaluation).
 """
 
 from __future__ import annotations
