@@ -66,8 +66,11 @@ def _task(args: argparse.Namespace) -> dict[str, Any]:
     return {**TASK, "sampling": {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}}
 
 
-def _eval_steps(args: argparse.Namespace) -> list[int]:
-    return sorted({s for s in range(args.eval_every, args.steps + 1, args.eval_every)} | {args.steps})
+def _eval_steps(args: argparse.Namespace, steps: int | None = None) -> list[int]:
+    """Held-out points of a run of ``steps`` learner steps (``args.steps`` when None): every
+    ``args.eval_every``, ``args.steps`` (the equal-step comparison) and the last."""
+    last = args.steps if steps is None else steps
+    return sorted({s for s in range(args.eval_every, last + 1, args.eval_every)} | {min(args.steps, last), last})
 
 
 def _lora(args: argparse.Namespace) -> dict[str, Any]:

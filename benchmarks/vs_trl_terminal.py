@@ -167,12 +167,6 @@ def _steps(args: argparse.Namespace, mode: str) -> int:
     return args.async_steps if mode == "async" else args.steps
 
 
-def _eval_points(args: argparse.Namespace, steps: int) -> list[int]:
-    """Held-out points of a run of ``steps`` learner steps: every ``--eval-every``, ``--steps``
-    (the equal-step comparison) and the last."""
-    return sorted({s for s in range(args.eval_every, steps + 1, args.eval_every)} | {min(args.steps, steps), steps})
-
-
 def _config(args: argparse.Namespace, root: Path, mode: str, slow: bool = True) -> Any:
     from gymfleet.run.config import train_config_from_dict
     from gymfleet.envs.terminal.easy import TRAIN_WORDS
@@ -232,7 +226,7 @@ def run_gymfleet(args: argparse.Namespace, warm_root: Path, root: Path, mode: st
         if isinstance(step, int) and step > 0:
             by_step[step] = published
     checkpoints = [{"step": s, "wall_s": by_step[s].meta["published_at"] - t0, "adapter": by_step[s].url}
-                   for s in _eval_points(args, _steps(args, mode)) if s in by_step]
+                   for s in _eval_steps(args, _steps(args, mode)) if s in by_step]
     at_steps = by_step.get(args.steps)
     report = outcome.report.to_dict()
     steps = report.get("steps", [])

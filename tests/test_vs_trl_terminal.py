@@ -57,8 +57,8 @@ def test_async_keeps_learning_past_the_equal_step_point_and_both_are_scored(benc
 
     args = argparse.Namespace(steps=9, async_steps=18, eval_every=4)
     assert bench._steps(args, "async") == 18 and bench._steps(args, "sync") == 9
-    assert bench._eval_points(args, 18) == [4, 8, 9, 12, 16, 18]  # step 9: async's equal-step point
-    assert bench._eval_points(args, 9) == [4, 8, 9]
+    assert bench._eval_steps(args, 18) == [4, 8, 9, 12, 16, 18]  # step 9: async's equal-step point
+    assert bench._eval_steps(args, 9) == [4, 8, 9]
 
 
 def test_fewer_async_steps_than_steps_is_refused_in_one_line(bench: Any, monkeypatch: pytest.MonkeyPatch,
