@@ -21,6 +21,7 @@ Start with:
   gymfleet rollout --env ID --policy gold   play one scripted episode
   gymfleet train CONFIG.yaml                train an adapter (rerun to resume)
   gymfleet runs list                        stored runs (runs show RUN_ID)
+  gymfleet view                             browse runs, groups and trajectories in a browser
 
 Each command's --help says more (configs/ has examples, docs/ the guides)."""
 
@@ -33,6 +34,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "sft": LazyCommand("gymfleet.cli.sft", "sft_command",
                        "Warm start: records gold demonstrations and trains the adapter on them (version 1)."),
     "runs": LazyCommand("gymfleet.cli.runs", "runs_app", "Stored runs: list, show, export."),
+    "view": LazyCommand("gymfleet.cli.view", "view_command",
+                        "The trajectory viewer: a local web app over the store (runs, groups, trajectories, live)."),
     "eval": LazyCommand("gymfleet.cli.eval", "eval_app",
                         "Evaluate predictions on benchmarks, or policies on held-out instances."),
     "collect": LazyCommand("gymfleet.cli.collect", "collect_command",

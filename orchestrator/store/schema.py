@@ -140,7 +140,10 @@ class GroupRow(Base):
     consumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     """Set by ``ack``: the group reached the learner and is never handed out again."""
 
-    __table_args__ = (Index("ix_groups_claimable", "completed_at", "consumed_at", "claim_expires_at"),)
+    __table_args__ = (
+        Index("ix_groups_claimable", "completed_at", "consumed_at", "claim_expires_at"),
+        Index("ix_groups_run_created", "run_id", "created_at", "group_id"),  # the viewer's group pages
+    )
 
 
 class SampleRow(Base):
@@ -201,4 +204,8 @@ class TrajectoryRow(Base):
     timings: Mapped[dict[str, float]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
-    __table_args__ = (Index("ix_trajectories_run_created", "run_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_trajectories_run_created", "run_id", "created_at"),
+        # The viewer's run-wide tallies (by task, status, policy version, reward) read this index only.
+        Index("ix_trajectories_view", "run_id", "task", "status", "policy_version_min", "policy_version_max", "reward"),
+    )

@@ -1,0 +1,205 @@
+"""The viewer's read-only SQL: runs, one run's tallies, pages of trajectories and groups, one trajectory.
+
+Every list is a page: keyset pagination (newest first, ``created_at`` then id, the cursor being the
+last row's pair), never ``OFFSET``, so page 1,000 costs what page 1 does; the run-wide tallies
+read only the covering index ``ix_trajectories_view`` (migration 0004), never the token arrays.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gymfleet.core.records import RolloutStatus
+from gymfleet.orchestrator.store.codec import DTYPES, bytes_to_array
+from gymfleet.orchestrator.store.schema import GroupRow, RunRow, SampleRow, SampleState, TrajectoryRow
+from gymfleet.view.errors import NotFoundError
+from gymfleet.view.records import (
+    Cursor, GroupSummary, RewardPoint, RunOverview, RunRowView, SampleView, TrajectoryDetail, TrajectoryFilters,
+    TrajectoryRowView, group_advantages,
+)
+
+GROUPS, TRAJ, RUNS, SAMPLES = GroupRow.__table__, TrajectoryRow.__table__, RunRow.__table__, SampleRow.__table__
+SCORED = (RolloutStatus.ok, RolloutStatus.truncated)
+"""Statuses whose reward is a grade (the mean rewards the viewer shows are over these)."""
+LIST_COLUMNS = (TRAJ.c.rollout_id, TRAJ.c.group_id, TRAJ.c.sample_id, TRAJ.c.task, TRAJ.c.env_id,
+                TRAJ.c.instance_id, TRAJ.c.status, TRAJ.c.reward, TRAJ.c.n_tokens, TRAJ.c.n_generated_tokens,
+                TRAJ.c.policy_version_min, TRAJ.c.policy_version_max, TRAJ.c.reason, TRAJ.c.created_at)
+"""What a list shows of a trajectory: never the arrays or the messages."""
+
+
+async def list_runs(conn: AsyncConnection) -> list[RunRowView]:
+    """Every run of one store, newest first, with its rollouts by status and mean reward."""
+    runs = (await conn.execute(select(RUNS).order_by(RUNS.c.created_at.desc()))).all()
+    return [await _run_row(conn, run) for run in runs]
+
+
+async def _run_row(conn: AsyncConnection, run: Any) -> RunRowView:
+    tally = await conn.execute(select(TRAJ.c.status, func.count(), func.avg(TRAJ.c.reward))
+                               .where(TRAJ.c.run_id == run.run_id).group_by(TRAJ.c.status))
+    by_status: dict[str, int] = {}
+    total = n_scored = 0.0
+    for status, n, mean in tally:
+        status = RolloutStatus(status)
+        by_status[status.value] = n
+        if status in SCORED:
+            total, n_scored = total + float(mean or 0.0) * n, n_scored + n
+    n_groups, n_complete = (await conn.execute(
+        select(func.count(GROUPS.c.group_id), func.count(GROUPS.c.completed_at)).where(GROUPS.c.run_id == run.run_id)
+    )).one()
+    n_running = await conn.scalar(select(func.count()).select_from(SAMPLES).where(
+        SAMPLES.c.run_id == run.run_id, SAMPLES.c.state == SampleState.running))
+    steps = (run.config or {}).get("max_steps")
+    return RunRowView(
+        run_id=run.run_id, status=str(getattr(run.status, "value", run.status)),
+        created_at=run.created_at, updated_at=run.updated_at, n_starts=run.n_starts,
+        wall_s=(run.updated_at - run.created_at).total_seconds(), by_status=by_status,
+        mean_reward=total / n_scored if n_scored else None, n_groups=n_groups, n_groups_complete=n_complete,
+        n_in_flight=int(n_running or 0), max_steps=steps)
+
+
+async def run_overview(conn: AsyncConnection, run_id: str) -> RunOverview:
+    """One run: its row, tasks, reward per task over policy versions, version lag of its rollouts.
+
+    Raises:
+        NotFoundError: no such run in this store.
+    """
+    run = (await conn.execute(select(RUNS).where(RUNS.c.run_id == run_id))).first()
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r} in this store")
+    head = await _run_row(conn, run)
+    points = await conn.execute(
+        select(TRAJ.c.task, TRAJ.c.policy_version_max, func.count(), func.avg(TRAJ.c.reward))
+        .where(TRAJ.c.run_id == run_id, TRAJ.c.status.in_(SCORED))
+        .group_by(TRAJ.c.task, TRAJ.c.policy_version_max).order_by(TRAJ.c.task, TRAJ.c.policy_version_max))
+    rewards = [RewardPoint(task, int(version), int(n), float(mean or 0.0)) for task, version, n, mean in points]
+    newest = max((p.version for p in rewards), default=-1)
+    newest = max(newest, int(await conn.scalar(select(func.max(TRAJ.c.policy_version_max))
+                                               .where(TRAJ.c.run_id == run_id)) or -1))
+    lags = await conn.execute(select(TRAJ.c.policy_version_min, func.count())
+                              .where(TRAJ.c.run_id == run_id, TRAJ.c.policy_version_min >= 0)
+                              .group_by(TRAJ.c.policy_version_min))
+    lag_histogram: dict[int, int] = {}
+    for version, n in lags:
+        lag_histogram[newest - int(version)] = lag_histogram.get(newest - int(version), 0) + int(n)
+    in_flight = await conn.execute(
+        select(GROUPS.c.task, func.count()).select_from(SAMPLES.join(GROUPS, SAMPLES.c.group_id == GROUPS.c.group_id))
+        .where(SAMPLES.c.run_id == run_id, SAMPLES.c.state == SampleState.running).group_by(GROUPS.c.task))
+    tasks = sorted({p.task for p in rewards} | set((await conn.scalars(
+        select(GROUPS.c.task).where(GROUPS.c.run_id == run_id).distinct())).all()))
+    return RunOverview(run=head, config=dict(run.config or {}), tasks=tasks, rewards=rewards, newest_version=newest,
+                       version_lag=dict(sorted(lag_histogram.items())),
+                       in_flight_by_task={task: int(n) for task, n in in_flight})
+
+
+def _filtered(stmt: Any, run_id: str, f: TrajectoryFilters, dialect: str) -> Any:
+    stmt = stmt.where(TRAJ.c.run_id == run_id)
+    if f.task:
+        stmt = stmt.where(TRAJ.c.task == f.task)
+    if f.status:
+        stmt = stmt.where(TRAJ.c.status == RolloutStatus(f.status))
+    if f.min_reward is not None:
+        stmt = stmt.where(TRAJ.c.reward >= f.min_reward)
+    if f.max_reward is not None:
+        stmt = stmt.where(TRAJ.c.reward <= f.max_reward)
+    if f.version is not None:
+        stmt = stmt.where(TRAJ.c.policy_version_min <= f.version, TRAJ.c.policy_version_max >= f.version)
+    if f.text:
+        stmt = stmt.where(_text_match(f.text, dialect))
+    return stmt
+
+
+def _text_match(text: str, dialect: str) -> Any:
+    """Messages containing ``text``, case-insensitively: matched on the stored JSON, so the term is
+    JSON-escaped the way the store wrote it (non-ASCII as ``\\uXXXX``, quotes as ``\\"``)."""
+    term = json.dumps(text)[1:-1]
+    pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    column = func.cast(TRAJ.c.messages, TRAJ.c.reason.type) if dialect == "postgresql" else TRAJ.c.messages
+    return column.ilike(pattern, escape="\\")
+
+
+async def trajectory_page(conn: AsyncConnection, run_id: str, filters: TrajectoryFilters, *,
+                          before: Cursor | None = None, after: Cursor | None = None,
+                          limit: int = 50) -> list[TrajectoryRowView]:
+    """One page of a run's trajectories, newest first.
+
+    Args:
+        before: the page after this cursor (older rows); None: the newest page.
+        after: only rows newer than this cursor, oldest first (what a live page polls for).
+        limit: most rows (1 to 500).
+    """
+    limit = max(1, min(limit, 500))
+    stmt = _filtered(select(*LIST_COLUMNS), run_id, filters, conn.dialect.name)
+    key = (TRAJ.c.created_at, TRAJ.c.rollout_id)
+    if after is not None:
+        stmt = stmt.where(or_(key[0] > after.created_at, and_(key[0] == after.created_at, key[1] > after.id)))
+        stmt = stmt.order_by(*key)
+    else:
+        if before is not None:
+            stmt = stmt.where(or_(key[0] < before.created_at, and_(key[0] == before.created_at, key[1] < before.id)))
+        stmt = stmt.order_by(key[0].desc(), key[1].desc())
+    return [TrajectoryRowView.from_row(r) for r in await conn.execute(stmt.limit(limit))]
+
+
+async def groups_page(conn: AsyncConnection, run_id: str, *, task: str | None = None,
+                      before: Cursor | None = None, limit: int = 20) -> list[GroupSummary]:
+    """One page of a run's groups, newest first, each with its samples' rewards and advantages."""
+    limit = max(1, min(limit, 200))
+    stmt = select(GROUPS).where(GROUPS.c.run_id == run_id)
+    if task:
+        stmt = stmt.where(GROUPS.c.task == task)
+    if before is not None:
+        stmt = stmt.where(or_(GROUPS.c.created_at < before.created_at,
+                              and_(GROUPS.c.created_at == before.created_at, GROUPS.c.group_id < before.id)))
+    groups = (await conn.execute(stmt.order_by(GROUPS.c.created_at.desc(), GROUPS.c.group_id.desc()).limit(limit))).all()
+    if not groups:
+        return []
+    rows = (await conn.execute(select(*LIST_COLUMNS).where(TRAJ.c.group_id.in_([g.group_id for g in groups]))
+                               .order_by(TRAJ.c.sample_id, TRAJ.c.created_at))).all()
+    by_group: dict[str, list[TrajectoryRowView]] = {}
+    for r in rows:
+        by_group.setdefault(r.group_id, []).append(TrajectoryRowView.from_row(r))
+    return [_group(g, by_group.get(g.group_id, [])) for g in groups]
+
+
+def _group(g: Any, trajectories: list[TrajectoryRowView]) -> GroupSummary:
+    advantages = group_advantages([t.reward if t.trains else None for t in trajectories])
+    samples = [SampleView(t, a) for t, a in zip(trajectories, advantages)]
+    return GroupSummary(group_id=g.group_id, task=g.task, env_id=g.env_id, instance_id=g.instance_id, size=g.size,
+                        n_done=g.n_done, created_at=g.created_at, completed_at=g.completed_at,
+                        consumed=g.consumed_at is not None, samples=samples)
+
+
+async def group_detail(conn: AsyncConnection, run_id: str, group_id: str) -> tuple[GroupSummary, dict[str, list]]:
+    """One group with its samples, and each sample's messages (rollout id -> messages).
+
+    Raises:
+        NotFoundError: no such group in the run.
+    """
+    g = (await conn.execute(select(GROUPS).where(GROUPS.c.group_id == group_id, GROUPS.c.run_id == run_id))).first()
+    if g is None:
+        raise NotFoundError(f"no group {group_id!r} in run {run_id!r}")
+    rows = (await conn.execute(select(*LIST_COLUMNS, TRAJ.c.messages).where(TRAJ.c.group_id == group_id)
+                               .order_by(TRAJ.c.sample_id, TRAJ.c.created_at))).all()
+    group = _group(g, [TrajectoryRowView.from_row(r) for r in rows])
+    return group, {r.rollout_id: list(r.messages or []) for r in rows}
+
+
+async def trajectory_detail(conn: AsyncConnection, run_id: str, rollout_id: str) -> TrajectoryDetail:
+    """One trajectory, token-exact.
+
+    Raises:
+        NotFoundError: no such rollout in the run.
+    """
+    row = (await conn.execute(select(TRAJ).where(TRAJ.c.rollout_id == rollout_id, TRAJ.c.run_id == run_id))).first()
+    if row is None:
+        raise NotFoundError(f"no trajectory {rollout_id!r} in run {run_id!r}")
+    arrays = {name: bytes_to_array(getattr(row, name), dtype) for name, dtype in DTYPES.items()}
+    return TrajectoryDetail(summary=TrajectoryRowView.from_row(row), messages=list(row.messages or []),
+                            metrics=dict(row.metrics or {}), timings=dict(row.timings or {}),
+                            token_ids=arrays["token_ids"].tolist(), loss_mask=arrays["loss_mask"].tolist(),
+                            logprobs=[round(float(x), 4) for x in arrays["logprobs"]],
+                            versions=arrays["versions"].tolist())
