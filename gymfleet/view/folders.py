@@ -110,8 +110,9 @@ class RunFolders:
         report = self.roots["report"]
         if not report.is_dir():
             return []
+        inside = report.resolve()
         return [FileRef("report", p.name) for p in sorted(report.iterdir())
-                if p.is_file() and p.suffix in (".png", ".json")]
+                if p.suffix in (".png", ".json") and p.is_file() and p.resolve().is_relative_to(inside)]
 
     def learner_steps(self, last: int = 50) -> tuple[int, list[dict[str, Any]]]:
         """How many steps the learner logged, and the ``last`` ones (``learner.jsonl``: loss,

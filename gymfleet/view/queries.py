@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Text, and_, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gymfleet.core.records import RolloutStatus
@@ -95,7 +95,7 @@ async def run_overview(conn: AsyncConnection, run_id: str) -> RunOverview:
                        in_flight_by_task={task: int(n) for task, n in in_flight})
 
 
-def _filtered(stmt: Any, run_id: str, f: TrajectoryFilters, dialect: str) -> Any:
+def _filtered(stmt: Any, run_id: str, f: TrajectoryFilters) -> Any:
     stmt = stmt.where(TRAJ.c.run_id == run_id)
     if f.task:
         stmt = stmt.where(TRAJ.c.task == f.task)
@@ -108,17 +108,16 @@ def _filtered(stmt: Any, run_id: str, f: TrajectoryFilters, dialect: str) -> Any
     if f.version is not None:
         stmt = stmt.where(TRAJ.c.policy_version_min <= f.version, TRAJ.c.policy_version_max >= f.version)
     if f.text:
-        stmt = stmt.where(_text_match(f.text, dialect))
+        stmt = stmt.where(_text_match(f.text))
     return stmt
 
 
-def _text_match(text: str, dialect: str) -> Any:
+def _text_match(text: str) -> Any:
     """Messages containing ``text``, case-insensitively: matched on the stored JSON, so the term is
     JSON-escaped the way the store wrote it (non-ASCII as ``\\uXXXX``, quotes as ``\\"``)."""
     term = json.dumps(text)[1:-1]
     pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    column = func.cast(TRAJ.c.messages, TRAJ.c.reason.type) if dialect == "postgresql" else TRAJ.c.messages
-    return column.ilike(pattern, escape="\\")
+    return cast(TRAJ.c.messages, Text).ilike(pattern, escape="\\")
 
 
 async def trajectory_page(conn: AsyncConnection, run_id: str, filters: TrajectoryFilters, *,
@@ -132,7 +131,7 @@ async def trajectory_page(conn: AsyncConnection, run_id: str, filters: Trajector
         limit: most rows (1 to 500).
     """
     limit = max(1, min(limit, 500))
-    stmt = _filtered(select(*LIST_COLUMNS), run_id, filters, conn.dialect.name)
+    stmt = _filtered(select(*LIST_COLUMNS), run_id, filters)
     key = (TRAJ.c.created_at, TRAJ.c.rollout_id)
     if after is not None:
         stmt = stmt.where(or_(key[0] > after.created_at, and_(key[0] == after.created_at, key[1] > after.id)))

@@ -32,6 +32,12 @@
     return e;
   }
 
+  function fill(target, ...kids) {  // nested lists flattened, strings as text nodes
+    target.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false)
+      .map((k) => (k instanceof Node ? k : document.createTextNode(String(k)))));
+  }
+  const show = (...kids) => fill(app, ...kids);
+
   async function api(path) {
     const response = await fetch(path, { headers: { accept: "application/json" } });
     const body = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
@@ -50,12 +56,12 @@
   const status = (s) => h("span", { class: `status-${s}` }, s);
 
   function setCrumbs(run, here) {
-    crumbs.replaceChildren(h("a", { href: "/" }, "runs"),
+    fill(crumbs, h("a", { href: "/" }, "runs"),
       run ? [" / ", h("a", { href: runUrl(run) }, run)] : null, here ? [" / ", h("span", {}, here)] : null);
   }
 
   function fail(error) {
-    app.replaceChildren(h("p", { class: "error" }, String(error.message || error)));
+    show(h("p", { class: "error" }, String(error.message || error)));
   }
 
   function every(ms, fn) {
@@ -77,7 +83,7 @@
         h("td", { class: "num" }, `${r.n_groups_complete}/${r.n_groups}`), h("td", { class: "num" }, r.n_in_flight),
         h("td", {}, h("a", { href: runUrl(r.run_id) }, "report"), " · ", h("a", { href: runUrl(r.run_id, "trajectories") }, "rollouts")),
         h("td", { class: "id muted" }, r.store)));
-      app.replaceChildren(h("h1", {}, "Runs"),
+      show(h("h1", {}, "Runs"),
         data.errors.map((e) => h("p", { class: "error" }, e)),
         rows.length ? h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "status", "started", "wall", "rollouts",
           "mean reward", "groups", "in flight", "", "store"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
@@ -116,7 +122,7 @@
       const r = d.run;
       const versions = [...new Set(d.rewards.map((p) => p.version))].sort((a, b) => a - b);
       const cell = (t, v) => d.rewards.find((p) => p.task === t && p.version === v);
-      app.replaceChildren(
+      show(
         h("h1", {}, run), h("p", {}, h("a", { href: runUrl(run, "trajectories") }, "trajectories"), " · ",
           h("a", { href: runUrl(run, "groups") }, "groups"), h("span", { class: "muted" }, `  store ${d.store}`)),
         h("div", { class: "cards", id: "cards" }, card("status", status(r.status)), card("rollouts", Object.values(r.by_status).reduce((a, b) => a + b, 0)),
@@ -178,7 +184,7 @@
     const body = h("tbody", { id: "rows" });
     const more = h("button", { class: "more" }, "older");
     const count = h("span", { class: "muted" });
-    app.replaceChildren(h("h1", {}, `Trajectories of ${run}`), form, count, h("table", {}, h("thead", {}, h("tr", {},
+    show(h("h1", {}, `Trajectories of ${run}`), form, count, h("table", {}, h("thead", {}, h("tr", {},
       ["rollout", "task", "instance", "status", "reward", "tokens (gen/all)", "policy version", "written", "reason"].map((c) => h("th", {}, c)))), body), more);
     let newest = null, next = null, shown = 0;
     const load = async () => {
@@ -216,7 +222,7 @@
     setCrumbs(run, "groups");
     const task = params.get("task") || "";
     const list = h("div", { id: "groups" }), more = h("button", { class: "more" }, "older");
-    app.replaceChildren(h("h1", {}, `Groups of ${run}`), h("p", { class: "muted" },
+    show(h("h1", {}, `Groups of ${run}`), h("p", { class: "muted" },
       "advantage: (r − mean) / (std + 1e-6) over the samples that train, as the learner computes it"), list, more);
     let next = null;
     const load = async () => {
@@ -236,7 +242,7 @@
     setCrumbs(run, "group");
     const d = await api(apiUrl(run, "group", { id: params.get("id") || "" }));
     const g = d.group;
-    app.replaceChildren(h("h1", {}, g.instance_id), h("p", { class: "muted id" }, `${g.group_id} · ${g.task} · ${g.env_id}`),
+    show(h("h1", {}, g.instance_id), h("p", { class: "muted id" }, `${g.group_id} · ${g.task} · ${g.env_id}`),
       h("div", { class: "side", id: "samples" }, g.samples.map((s) => h("div", { class: "sample" },
         h("p", {}, h("a", { href: runUrl(run, "trajectory", { id: s.trajectory.rollout_id }) }, s.trajectory.sample_id || s.trajectory.rollout_id)),
         h("p", {}, "reward ", h("b", {}, fmt(s.trajectory.reward)), " · advantage ", h("b", { class: "adv" }, adv(s.advantage)), " · ", status(s.trajectory.status)),
@@ -284,7 +290,7 @@
     const d = await api(apiUrl(run, "trajectory", { id: params.get("id") || "" }));
     const s = d.summary;
     const failed = !["ok", "truncated"].includes(s.status);
-    app.replaceChildren(h("h1", { class: "id" }, s.rollout_id),
+    show(h("h1", { class: "id" }, s.rollout_id),
       h("p", {}, h("a", { href: runUrl(run, "group", { id: s.group_id }) }, "its group"), h("span", { class: "muted" }, `  ${s.task} · ${s.env_id} · ${s.instance_id}`)),
       h("div", { class: "cards" }, card("status", status(s.status)), card("reward", fmt(s.reward)), card("tokens generated / all", `${s.n_generated_tokens}/${s.n_tokens}`),
         card("policy versions", `${s.policy_version_min}–${s.policy_version_max}`), card("turns", d.metrics.n_turns ?? "–"),
