@@ -113,11 +113,15 @@ def _filtered(stmt: Any, run_id: str, f: TrajectoryFilters) -> Any:
 
 
 def _text_match(text: str) -> Any:
-    """Messages containing ``text``, case-insensitively: matched on the stored JSON, so the term is
-    JSON-escaped the way the store wrote it (non-ASCII as ``\\uXXXX``, quotes as ``\\"``)."""
-    term = json.dumps(text)[1:-1]
-    pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return cast(TRAJ.c.messages, Text).ilike(pattern, escape="\\")
+    """Messages containing ``text``: matched on the stored JSON, so the term is JSON-escaped the
+    way the store wrote it (non-ASCII as ``\\uXXXX``, quotes as ``\\"``). ASCII letters match in any
+    case; other letters as typed, all lower case or all upper case (escapes carry no case)."""
+    patterns = []
+    for variant in dict.fromkeys((text, text.lower(), text.upper())):
+        term = json.dumps(variant)[1:-1]
+        patterns.append("%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+    column = cast(TRAJ.c.messages, Text)
+    return or_(*(column.ilike(p, escape="\\") for p in patterns))
 
 
 async def trajectory_page(conn: AsyncConnection, run_id: str, filters: TrajectoryFilters, *,

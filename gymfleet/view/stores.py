@@ -28,8 +28,11 @@ READ_TIMEOUT_S = 5.0
 """SQLite: seconds a read waits on a lock (a writer checkpointing) before it fails."""
 
 
-def open_readonly(url: str) -> AsyncEngine:
+def open_readonly(url: str, *, schema: str | None = None) -> AsyncEngine:
     """A read-only async engine over the store at ``url`` (a path, ``sqlite:///`` or ``postgresql://``).
+
+    Args:
+        schema: PostgreSQL only: the schema the store lives in (``search_path``); None: the default.
 
     Raises:
         NoStoreError: an unsupported URL, or a SQLite file that does not exist (reading must not
@@ -40,9 +43,9 @@ def open_readonly(url: str) -> AsyncEngine:
     except StoreError as exc:
         raise NoStoreError(str(exc)) from exc
     if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(
-            parsed, hide_parameters=True, pool_size=4, max_overflow=4, pool_pre_ping=True,
-            connect_args={"server_settings": {"default_transaction_read_only": "on"}})
+        settings = {"default_transaction_read_only": "on"} | ({"search_path": schema} if schema else {})
+        return create_async_engine(parsed, hide_parameters=True, pool_size=4, max_overflow=4, pool_pre_ping=True,
+                                   connect_args={"server_settings": settings})
     path = Path(parsed.database or "").expanduser()
     if not path.is_file():
         raise NoStoreError(f"no store at {path}; pass --store URL (the `store:` of the run config) "

@@ -52,7 +52,15 @@ def trajectory(run_id: str, group_id: str, idx: int, *, env_id: str, instance_id
                       {"generation_s": 0.4 + rng.random(), "env_s": 0.1 + rng.random() / 5, "total_s": 1.0 + rng.random()})
 
 
-def _sample(rng: random.Random, run_id: str, group: GroupSpec, idx: int, version: int, n_versions: int) -> Trajectory:
+def _page_text(rng: random.Random, n_chars: int) -> str:
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < n_chars:
+        words.append(rng.choice(WORDS + ("button", "div", "click", "the", "form", "input", "ok", "cancel")))
+    return " ".join(words)
+
+
+def _sample(rng: random.Random, run_id: str, group: GroupSpec, idx: int, version: int, n_versions: int,
+            observation_chars: int = 0) -> Trajectory:
     p = 0.2 + 0.7 * version / max(n_versions - 1, 1)
     word = group.instance_id.rsplit("-", 1)[-1]
     roll = rng.random()
@@ -65,11 +73,12 @@ def _sample(rng: random.Random, run_id: str, group: GroupSpec, idx: int, version
     if group.task == "miniwob":
         action = f'click(text="{"ONE" if reward else "TWO"}")'
         turns = [Turn(action, "Clicked. The episode is over." if reward else "Wrong button: reward 0.")]
-        prompt = "Click button ONE."
+        prompt = "Click button ONE." + (f"\n\nPage text:\n{_page_text(rng, observation_chars)}" if observation_chars else "")
     else:
         action = f"```bash\necho {word if reward else word[::-1]} > /tmp/out.txt\n```"
         turns = [Turn(action, "exit code 0\n"), Turn("submit", f"tests: {'1 passed' if reward else '1 failed'}")]
-        prompt = f"Write the word {word} into /tmp/out.txt"
+        prompt = f"Write the word {word} into /tmp/out.txt" + (
+            f"\n\n$ ls -la\n{_page_text(rng, observation_chars)}" if observation_chars else "")
     grading = {"tests": {"passed": int(reward), "failed": int(not reward)}}
     return trajectory(run_id, group.group_id, idx, env_id=group.env_id, instance_id=group.instance_id, version=version,
                       reward=reward, turns=turns, prompt=prompt, status=status, reason=reason,
@@ -77,9 +86,11 @@ def _sample(rng: random.Random, run_id: str, group: GroupSpec, idx: int, version
 
 
 async def fill_run(store: TrajectoryStore, run_id: str, n_groups: int, *, group_size: int = 4, n_versions: int = 8,
-                   seed: int = 0, config: dict | None = None, flush_every: int = 2000) -> list[GroupSpec]:
+                   seed: int = 0, config: dict | None = None, flush_every: int = 2000,
+                   observation_chars: int = 0) -> list[GroupSpec]:
     """Starts ``run_id`` in ``store`` and writes ``n_groups`` complete groups (G = ``group_size``)
-    through the work queue, the policy version rising from 0 to ``n_versions - 1`` over the run."""
+    through the work queue, the policy version rising from 0 to ``n_versions - 1`` over the run;
+    ``observation_chars`` of page text (or command output) lengthen each task's prompt."""
     rng = random.Random(seed)
     await store.start_run(run_id, config or {"run_id": run_id, "tasks": [{"name": t, "env_id": e} for t, e in TASKS]})
     groups = []
@@ -90,7 +101,7 @@ async def fill_run(store: TrajectoryStore, run_id: str, n_groups: int, *, group_
         store.create_group(group)
         version = g * n_versions // max(n_groups, 1)
         for i, sample_id in enumerate(group.sample_ids()):
-            traj = _sample(rng, run_id, group, i, version, n_versions)
+            traj = _sample(rng, run_id, group, i, version, n_versions, observation_chars)
             store.start_sample(sample_id, traj.rollout_id)
             store.add(traj, sample_id=sample_id, task=task)
         groups.append(group)
