@@ -8,6 +8,7 @@ system / user / assistant messages, and token arrays whose loss mask covers the 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +31,11 @@ class Turn:
 def trajectory(run_id: str, group_id: str, idx: int, *, env_id: str, instance_id: str, version: int, reward: float,
                turns: list[Turn], system: str = "You are an agent. Answer with one ```bash block.",
                prompt: str = "Task: write the word into /tmp/out.txt", status: RolloutStatus = RolloutStatus.ok,
-               reason: str = "", metrics: dict | None = None, seed: int = 0) -> Trajectory:
+               reason: str = "", metrics: dict | None = None, seed: int = 0,
+               encode: Callable[[str], list[int]] | None = None) -> Trajectory:
     """One trajectory whose token arrays follow its messages: env tokens (mask 0) for the system
-    prompt, the task and each observation, policy tokens (mask 1, logprob, ``version``) for each action."""
+    prompt, the task and each observation, policy tokens (mask 1, logprob, ``version``) for each
+    action. ``encode`` (a tokenizer's) makes real ids; None: random ids, one per 4 characters."""
     rng = np.random.default_rng(seed)
     messages = [Message("system", system), Message("user", prompt)]
     parts: list[tuple[str, int]] = [(system, 0), (prompt, 0)]
@@ -41,9 +44,9 @@ def trajectory(run_id: str, group_id: str, idx: int, *, env_id: str, instance_id
         parts += [(turn.action, 1), (turn.observation, 0)]
     ids, mask = [], []
     for text, m in parts:
-        n = max(2, len(text) // 4)
-        ids += rng.integers(100, 49000, size=n).tolist()
-        mask += [m] * n
+        piece = encode(text) if encode else rng.integers(100, 49000, size=max(2, len(text) // 4)).tolist()
+        ids += piece
+        mask += [m] * len(piece)
     mask_a = np.array(mask, dtype=np.uint8)
     logprobs = np.where(mask_a == 1, -rng.exponential(0.4, size=len(ids)), 0.0).astype(np.float32)
     versions = np.where(mask_a == 1, version, -1).astype(np.int32)

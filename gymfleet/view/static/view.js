@@ -205,13 +205,14 @@
   }
 
   // ---- groups -----------------------------------------------------------------------------
+  const sampleName = (t) => `sample ${(t.sample_id || t.rollout_id).split("/").pop()}`;
   const adv = (a) => (a === null || a === undefined ? "–" : (a >= 0 ? "+" : "") + a.toFixed(2));
 
   function groupBlock(run, g) {
     return h("div", { class: "group" }, h("h2", {}, h("a", { href: runUrl(run, "group", { id: g.group_id }) }, g.instance_id),
       h("span", { class: "muted" }, `  ${g.task} · ${g.n_done}/${g.size} done${g.consumed ? " · trained" : ""}`)),
       h("table", {}, h("tbody", {},
-        h("tr", {}, h("th", {}, "sample"), g.samples.map((s) => h("td", { class: "id" }, h("a", { href: runUrl(run, "trajectory", { id: s.trajectory.rollout_id }) }, s.trajectory.sample_id || s.trajectory.rollout_id)))),
+        h("tr", {}, h("th", {}, "sample"), g.samples.map((s) => h("td", { class: "id" }, h("a", { href: runUrl(run, "trajectory", { id: s.trajectory.rollout_id }), title: s.trajectory.rollout_id }, sampleName(s.trajectory))))),
         h("tr", {}, h("th", {}, "reward"), g.samples.map((s) => h("td", { class: "num" }, fmt(s.trajectory.reward)))),
         h("tr", {}, h("th", {}, "advantage"), g.samples.map((s) => h("td", { class: "num adv" }, adv(s.advantage)))),
         h("tr", {}, h("th", {}, "status"), g.samples.map((s) => h("td", {}, status(s.trajectory.status)))),
@@ -244,7 +245,7 @@
     const g = d.group;
     show(h("h1", {}, g.instance_id), h("p", { class: "muted id" }, `${g.group_id} · ${g.task} · ${g.env_id}`),
       h("div", { class: "side", id: "samples" }, g.samples.map((s) => h("div", { class: "sample" },
-        h("p", {}, h("a", { href: runUrl(run, "trajectory", { id: s.trajectory.rollout_id }) }, s.trajectory.sample_id || s.trajectory.rollout_id)),
+        h("p", {}, h("a", { href: runUrl(run, "trajectory", { id: s.trajectory.rollout_id }), title: s.trajectory.rollout_id }, sampleName(s.trajectory))),
         h("p", {}, "reward ", h("b", {}, fmt(s.trajectory.reward)), " · advantage ", h("b", { class: "adv" }, adv(s.advantage)), " · ", status(s.trajectory.status)),
         turns(d.messages[s.trajectory.rollout_id] || [])))));
   }
