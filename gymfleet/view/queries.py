@@ -1,16 +1,18 @@
 """The viewer's read-only SQL: runs, one run's tallies, pages of trajectories and groups, one trajectory.
 
 Every list is a page: keyset pagination (newest first, ``created_at`` then id, the cursor being the
-last row's pair), never ``OFFSET``, so page 1,000 costs what page 1 does; the run-wide tallies
+last row's pair, compared as a row value so that the index range starts at the cursor), never
+``OFFSET``, so page 1,000 costs what page 1 does; the run-wide tallies
 read only the covering index ``ix_trajectories_view`` (migration 0004), never the token arrays.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Text, and_, cast, func, or_, select
+from sqlalchemy import Text, cast, func, literal, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gymfleet.core.records import RolloutStatus
@@ -31,34 +33,53 @@ LIST_COLUMNS = (TRAJ.c.rollout_id, TRAJ.c.group_id, TRAJ.c.sample_id, TRAJ.c.tas
 """What a list shows of a trajectory: never the arrays or the messages."""
 
 
+@dataclass(frozen=True)
+class _Cell:
+    """One row of a run's tally: the rollouts of one (task, status, oldest, newest version)."""
+
+    task: str
+    status: RolloutStatus
+    version_min: int
+    version_max: int
+    n: int
+    reward_sum: float
+
+
+async def _tally(conn: AsyncConnection, run_id: str) -> list[_Cell]:
+    """The run's rollouts counted in one pass over the covering index ``ix_trajectories_view``
+    (grouped in the index's own order: no sort, no table read); everything the runs and run
+    pages show of the trajectories is summed from these few rows."""
+    rows = await conn.execute(
+        select(TRAJ.c.task, TRAJ.c.status, TRAJ.c.policy_version_min, TRAJ.c.policy_version_max, func.count(),
+               func.sum(TRAJ.c.reward))
+        .where(TRAJ.c.run_id == run_id)
+        .group_by(TRAJ.c.task, TRAJ.c.status, TRAJ.c.policy_version_min, TRAJ.c.policy_version_max))
+    return [_Cell(task, RolloutStatus(status), int(vmin), int(vmax), int(n), float(total or 0.0))
+            for task, status, vmin, vmax, n, total in rows]
+
+
 async def list_runs(conn: AsyncConnection) -> list[RunRowView]:
     """Every run of one store, newest first, with its rollouts by status and mean reward."""
     runs = (await conn.execute(select(RUNS).order_by(RUNS.c.created_at.desc()))).all()
-    return [await _run_row(conn, run) for run in runs]
+    return [await _run_row(conn, run, await _tally(conn, run.run_id)) for run in runs]
 
 
-async def _run_row(conn: AsyncConnection, run: Any) -> RunRowView:
-    tally = await conn.execute(select(TRAJ.c.status, func.count(), func.avg(TRAJ.c.reward))
-                               .where(TRAJ.c.run_id == run.run_id).group_by(TRAJ.c.status))
+async def _run_row(conn: AsyncConnection, run: Any, cells: list[_Cell]) -> RunRowView:
     by_status: dict[str, int] = {}
-    total = n_scored = 0.0
-    for status, n, mean in tally:
-        status = RolloutStatus(status)
-        by_status[status.value] = n
-        if status in SCORED:
-            total, n_scored = total + float(mean or 0.0) * n, n_scored + n
+    for c in cells:
+        by_status[c.status.value] = by_status.get(c.status.value, 0) + c.n
+    scored = [c for c in cells if c.status in SCORED]
+    n_scored = sum(c.n for c in scored)
     n_groups, n_complete = (await conn.execute(
-        select(func.count(GROUPS.c.group_id), func.count(GROUPS.c.completed_at)).where(GROUPS.c.run_id == run.run_id)
-    )).one()
+        select(func.count(), func.count(GROUPS.c.completed_at)).where(GROUPS.c.run_id == run.run_id))).one()
     n_running = await conn.scalar(select(func.count()).select_from(SAMPLES).where(
         SAMPLES.c.run_id == run.run_id, SAMPLES.c.state == SampleState.running))
-    steps = (run.config or {}).get("max_steps")
     return RunRowView(
         run_id=run.run_id, status=str(getattr(run.status, "value", run.status)),
         created_at=run.created_at, updated_at=run.updated_at, n_starts=run.n_starts,
-        wall_s=(run.updated_at - run.created_at).total_seconds(), by_status=by_status,
-        mean_reward=total / n_scored if n_scored else None, n_groups=n_groups, n_groups_complete=n_complete,
-        n_in_flight=int(n_running or 0), max_steps=steps)
+        wall_s=(run.updated_at - run.created_at).total_seconds(), by_status=dict(sorted(by_status.items())),
+        mean_reward=sum(c.reward_sum for c in scored) / n_scored if n_scored else None, n_groups=n_groups,
+        n_groups_complete=n_complete, n_in_flight=int(n_running or 0), max_steps=(run.config or {}).get("max_steps"))
 
 
 async def run_overview(conn: AsyncConnection, run_id: str) -> RunOverview:
@@ -70,29 +91,26 @@ async def run_overview(conn: AsyncConnection, run_id: str) -> RunOverview:
     run = (await conn.execute(select(RUNS).where(RUNS.c.run_id == run_id))).first()
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in this store")
-    head = await _run_row(conn, run)
-    points = await conn.execute(
-        select(TRAJ.c.task, TRAJ.c.policy_version_max, func.count(), func.avg(TRAJ.c.reward))
-        .where(TRAJ.c.run_id == run_id, TRAJ.c.status.in_(SCORED))
-        .group_by(TRAJ.c.task, TRAJ.c.policy_version_max).order_by(TRAJ.c.task, TRAJ.c.policy_version_max))
-    rewards = [RewardPoint(task, int(version), int(n), float(mean or 0.0)) for task, version, n, mean in points]
-    newest = max((p.version for p in rewards), default=-1)
-    newest = max(newest, int(await conn.scalar(select(func.max(TRAJ.c.policy_version_max))
-                                               .where(TRAJ.c.run_id == run_id)) or -1))
-    lags = await conn.execute(select(TRAJ.c.policy_version_min, func.count())
-                              .where(TRAJ.c.run_id == run_id, TRAJ.c.policy_version_min >= 0)
-                              .group_by(TRAJ.c.policy_version_min))
-    lag_histogram: dict[int, int] = {}
-    for version, n in lags:
-        lag_histogram[newest - int(version)] = lag_histogram.get(newest - int(version), 0) + int(n)
+    cells = await _tally(conn, run_id)
+    points: dict[tuple[str, int], list[float]] = {}
+    for c in cells:
+        if c.status in SCORED:
+            point = points.setdefault((c.task, c.version_max), [0, 0.0])
+            point[0] += c.n
+            point[1] += c.reward_sum
+    rewards = [RewardPoint(task, version, int(n), total / n) for (task, version), (n, total) in sorted(points.items())]
+    newest = max((c.version_max for c in cells), default=-1)
+    lags: dict[int, int] = {}
+    for c in cells:
+        if c.version_min >= 0:
+            lags[newest - c.version_min] = lags.get(newest - c.version_min, 0) + c.n
     in_flight = await conn.execute(
         select(GROUPS.c.task, func.count()).select_from(SAMPLES.join(GROUPS, SAMPLES.c.group_id == GROUPS.c.group_id))
         .where(SAMPLES.c.run_id == run_id, SAMPLES.c.state == SampleState.running).group_by(GROUPS.c.task))
-    tasks = sorted({p.task for p in rewards} | set((await conn.scalars(
-        select(GROUPS.c.task).where(GROUPS.c.run_id == run_id).distinct())).all()))
-    return RunOverview(run=head, config=dict(run.config or {}), tasks=tasks, rewards=rewards, newest_version=newest,
-                       version_lag=dict(sorted(lag_histogram.items())),
-                       in_flight_by_task={task: int(n) for task, n in in_flight})
+    in_flight_by_task = {task: int(n) for task, n in in_flight}
+    return RunOverview(run=await _run_row(conn, run, cells), config=dict(run.config or {}),
+                       tasks=sorted({c.task for c in cells} | set(in_flight_by_task)), rewards=rewards,
+                       newest_version=newest, version_lag=dict(sorted(lags.items())), in_flight_by_task=in_flight_by_task)
 
 
 def _filtered(stmt: Any, run_id: str, f: TrajectoryFilters) -> Any:
@@ -138,11 +156,11 @@ async def trajectory_page(conn: AsyncConnection, run_id: str, filters: Trajector
     stmt = _filtered(select(*LIST_COLUMNS), run_id, filters)
     key = (TRAJ.c.created_at, TRAJ.c.rollout_id)
     if after is not None:
-        stmt = stmt.where(or_(key[0] > after.created_at, and_(key[0] == after.created_at, key[1] > after.id)))
+        stmt = stmt.where(tuple_(*key) > tuple_(literal(after.created_at, TRAJ.c.created_at.type), literal(after.id)))
         stmt = stmt.order_by(*key)
     else:
         if before is not None:
-            stmt = stmt.where(or_(key[0] < before.created_at, and_(key[0] == before.created_at, key[1] < before.id)))
+            stmt = stmt.where(tuple_(*key) < tuple_(literal(before.created_at, TRAJ.c.created_at.type), literal(before.id)))
         stmt = stmt.order_by(key[0].desc(), key[1].desc())
     return [TrajectoryRowView.from_row(r) for r in await conn.execute(stmt.limit(limit))]
 
@@ -155,8 +173,8 @@ async def groups_page(conn: AsyncConnection, run_id: str, *, task: str | None = 
     if task:
         stmt = stmt.where(GROUPS.c.task == task)
     if before is not None:
-        stmt = stmt.where(or_(GROUPS.c.created_at < before.created_at,
-                              and_(GROUPS.c.created_at == before.created_at, GROUPS.c.group_id < before.id)))
+        stmt = stmt.where(tuple_(GROUPS.c.created_at, GROUPS.c.group_id)
+                          < tuple_(literal(before.created_at, GROUPS.c.created_at.type), literal(before.id)))
     groups = (await conn.execute(stmt.order_by(GROUPS.c.created_at.desc(), GROUPS.c.group_id.desc()).limit(limit))).all()
     if not groups:
         return []

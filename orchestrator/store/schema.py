@@ -142,7 +142,7 @@ class GroupRow(Base):
 
     __table_args__ = (
         Index("ix_groups_claimable", "completed_at", "consumed_at", "claim_expires_at"),
-        Index("ix_groups_run_created", "run_id", "created_at", "group_id"),  # the viewer's group pages
+        Index("ix_groups_run_created", "run_id", "created_at", "group_id", "completed_at"),  # the viewer's group pages, counts
     )
 
 

@@ -148,6 +148,11 @@ async def test_the_same_pages_on_postgresql(pg_url: str) -> None:
             assert sum(overview.run.by_status.values()) == 20
             groups = await queries.groups_page(conn, "pg")
             assert len(groups) == 5 and all(len(g.samples) == 4 for g in groups)
+            older = await queries.groups_page(conn, "pg", before=Cursor.decode(groups[1].cursor))
+            assert [g.group_id for g in older] == [g.group_id for g in groups[2:]]
+            rows = await queries.trajectory_page(conn, "pg", TrajectoryFilters())
+            older_rows = await queries.trajectory_page(conn, "pg", TrajectoryFilters(), before=Cursor.decode(rows[4].cursor))
+            assert [t.rollout_id for t in older_rows] == [t.rollout_id for t in rows[5:]]
             with pytest.raises(DBAPIError, match="read-only"):
                 await conn.execute(text("DELETE FROM trajectories"))
     finally:

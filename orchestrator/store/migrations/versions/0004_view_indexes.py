@@ -20,7 +20,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_index('ix_trajectories_view', 'trajectories',
                     ['run_id', 'task', 'status', 'policy_version_min', 'policy_version_max', 'reward'], unique=False)
-    op.create_index('ix_groups_run_created', 'groups', ['run_id', 'created_at', 'group_id'], unique=False)
+    op.create_index('ix_groups_run_created', 'groups', ['run_id', 'created_at', 'group_id', 'completed_at'], unique=False)
 
 
 def downgrade() -> None:
