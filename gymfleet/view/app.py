@@ -158,7 +158,12 @@ async def _runs(viewer: Viewer, request: Request) -> Any:
     for url in viewer.stores.urls():
         try:
             async with (await viewer.stores.engine(url)).connect() as conn:
-                runs += [{"store": display_url(url), **to_json(r)} for r in await queries.list_runs(conn)]
+                for r in await queries.list_runs(conn):
+                    folders = RunFolders.of(r.run_id, viewer.stores.runs_dir, {}, None if viewer.stores.store is None else url)
+                    n_steps, _ = folders.learner_steps(last=0)
+                    report = folders.roots["report"]
+                    runs.append({"store": display_url(url), **to_json(r), "learner_steps": n_steps,
+                                 "report_dir": str(report) if report.is_dir() else None})
         except (DBAPIError, ViewError) as exc:  # one unreadable store does not hide the others
             errors.append(f"{display_url(url)}: {describe_db_error(exc)}")
     runs.sort(key=lambda r: r["created_at"], reverse=True)

@@ -132,4 +132,4 @@ class RunFolders:
         keep = ("step", "t", "loss", "mean_reward", "version", "n_groups", "n_tokens", "masked_fraction", "kl",
                 "mean_ratio", "duration_s", "idle_s", "published_version")
         return len(steps), [{k: s.get(k) for k in keep} | {"staleness": (s.get("filter") or {}).get("staleness", [])}
-                            for s in steps[-last:]]
+                            for s in (steps[-last:] if last > 0 else [])]

@@ -131,7 +131,7 @@ async def _open(site: Site, path: str) -> Any:
 async def test_the_runs_page_lists_the_finished_and_the_live_run(site: Site) -> None:
     page = await _open(site, "/")
     text = await page.inner_text("#runs")
-    assert "finished" in text and "completed" in text
+    assert "finished" in text and "completed" in text and "report" in text
     assert "live" in text and "running" in text
     await page.click("#runs a:text-is('finished') >> nth=0")
     await page.wait_for_selector("#rewards")

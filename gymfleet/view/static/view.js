@@ -81,12 +81,14 @@
         h("td", {}, when(r.created_at), r.n_starts > 1 ? ` ×${r.n_starts}` : ""), h("td", { class: "num" }, secs(r.wall_s)),
         h("td", {}, byStatus(r.by_status)), h("td", { class: "num" }, fmt(r.mean_reward)),
         h("td", { class: "num" }, `${r.n_groups_complete}/${r.n_groups}`), h("td", { class: "num" }, r.n_in_flight),
-        h("td", {}, h("a", { href: runUrl(r.run_id) }, "report"), " · ", h("a", { href: runUrl(r.run_id, "trajectories") }, "rollouts")),
+        h("td", { class: "num" }, r.learner_steps),
+        h("td", {}, r.report_dir ? h("a", { href: runUrl(r.run_id), title: r.report_dir }, "report") : h("span", { class: "muted" }, "no report"),
+          " · ", h("a", { href: runUrl(r.run_id, "trajectories") }, "rollouts"), " · ", h("a", { href: runUrl(r.run_id, "groups") }, "groups")),
         h("td", { class: "id muted" }, r.store)));
       show(h("h1", {}, "Runs"),
         data.errors.map((e) => h("p", { class: "error" }, e)),
         rows.length ? h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "status", "started", "wall", "rollouts",
-          "mean reward", "groups", "in flight", "", "store"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
+          "mean reward", "groups", "in flight", "learner steps", "", "store"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
           : h("p", { class: "muted" }, "no runs in this store yet"));
     };
     await draw();
