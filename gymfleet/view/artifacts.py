@@ -50,7 +50,8 @@ class Artifacts:
 
 def artifacts_of(metrics: dict[str, Any], folders: RunFolders) -> Artifacts:
     """The artifacts a trajectory's metrics name (see the module docstring)."""
-    volatile = metrics.get("volatile") if isinstance(metrics.get("volatile"), dict) else {}
+    raw = metrics.get("volatile")
+    volatile: dict[str, Any] = raw if isinstance(raw, dict) else {}
     files: list[Artifact] = []
     shot = metrics.get("screenshot_path") or volatile.get("screenshot_path")
     if isinstance(shot, str) and shot:

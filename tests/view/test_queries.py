@@ -161,3 +161,13 @@ async def test_the_same_pages_on_postgresql(pg_url: str) -> None:
         async with cleanup.begin() as conn:
             await conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await cleanup.dispose()
+
+
+async def test_tokens_are_ids_when_the_run_s_tokenizer_is_not_here(tmp_path: Path) -> None:
+    from gymfleet.view.tokens import RunTokenizer
+
+    decoder = RunTokenizer()
+    pieces, why = await decoder.pieces({"policy": {"model": str(tmp_path / "no-model")}}, [1, 2, 3])
+    assert pieces is None and "not loadable here" in why and "no-model" in why
+    pieces, why = await decoder.pieces({"policy": {"model": {"nme_or_path": "x"}}}, [1])
+    assert pieces is None and "policy.model" in why
