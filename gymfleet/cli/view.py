@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +23,20 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True).print(Text("error: ", style="red") + Text(message), soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _check_port(host: str, port: int) -> None:
+    """Raises OSError when ``host:port`` cannot be bound (in use, no such address), before the
+    server starts (uvicorn would log it and exit 1)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host.strip("[]"), port))
 
 
 def view_command(
@@ -44,8 +59,11 @@ def view_command(
     try:
         stores.check()
     except NoStoreError as exc:
-        Console(stderr=True).print(Text("error: ", style="red") + Text(str(exc)), soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc))
+    try:
+        _check_port(host, port)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --port (or --host)")
     allowed = None if _is_loopback(host) else ["*"]
     if allowed is not None:
         Console(stderr=True).print(Text(f"warning: serving on {host}: anyone who can reach it reads every trajectory "

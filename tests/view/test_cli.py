@@ -22,3 +22,15 @@ def test_a_missing_store_or_runs_folder_is_one_line_and_exit_2(tmp_path: Path) -
 def test_view_is_a_command() -> None:
     result = CliRunner().invoke(app, ["view", "--help"])
     assert result.exit_code == 0 and "--runs-dir" in result.output and "127.0.0.1" in result.output
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "runs").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["view", "--runs-dir", str(tmp_path / "runs"), "--port", str(port)])
+    assert result.exit_code == 2 and "cannot listen on 127.0.0.1" in result.output and "--port" in result.output
