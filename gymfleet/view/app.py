@@ -240,7 +240,7 @@ async def _trajectory(viewer: Viewer, request: Request) -> Any:
     pieces, why = await viewer.decoder.pieces(config, detail.token_ids)
     folders = await _folders(viewer, run_id, url, config)
     return {**to_json(detail), "pieces": pieces, "pieces_note": why,
-            "artifacts": to_json(artifacts_of(detail.metrics, folders))}
+            "artifacts": to_json(artifacts_of(detail.metrics, folders, detail.summary.created_at))}
 
 
 async def _config(conn: Any, run_id: str) -> dict[str, Any]:

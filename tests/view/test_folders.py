@@ -75,3 +75,13 @@ def test_slides_renders_and_their_deck(tmp_path: Path) -> None:
         ("slide", "slide-01.png"), ("slide", "slide-02.png"), ("text", "deck.html (source, as text)")]
     assert all(a.ref is not None and a.ref.root == "run" for a in found.files)
     assert os.path.basename(found.files[-1].path) == "deck.html"
+
+
+def test_pictures_written_after_the_trajectory_are_marked_later(folders: RunFolders, tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    folder = tmp_path / "shots" / "gymfleet_miniwob.click-test-2-v0" / "click-test-2@3"
+    old = datetime.now(UTC) - timedelta(minutes=5)
+    os.utime(folder / "turn-00.png", (old.timestamp() - 60, old.timestamp() - 60))  # this rollout's own
+    found = artifacts_of({"screenshot_path": str(folder / "turn-02.png")}, folders, stored_at=old)
+    assert [a.later for a in found.files] == [False, True, True]

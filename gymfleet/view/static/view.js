@@ -280,7 +280,8 @@
     const fileUrl = (f) => apiUrl(run, "file", { root: f.ref.root, path: f.ref.path });
     return [
       shots.length ? [h("h2", {}, "Screenshots and renders"), h("div", { class: "shots", id: "shots" }, shots.map((f) => f.ref
-        ? h("figure", {}, h("img", { src: fileUrl(f), alt: f.label, class: f.kind }), h("figcaption", {}, `${f.kind}: ${f.label}`))
+        ? h("figure", {}, h("img", { src: fileUrl(f), alt: f.label, class: f.kind }), h("figcaption", { class: f.later ? "error" : null },
+          `${f.kind}: ${f.label}`, f.later ? " (written after this rollout was stored: a later rollout of the same instance replaced it)" : ""))
         : h("figure", {}, h("figcaption", {}, `${f.label}: outside the run's folders, not served (${f.path})`))))] : null,
       texts.map((f) => h("p", {}, f.ref ? h("a", { href: fileUrl(f) }, f.label) : `${f.label}: not served (${f.path})`)),
       a.patch !== null ? [h("h2", {}, "Patch"), h("pre", { class: "text", id: "patch" }, a.patch || "(empty)")] : null,
