@@ -106,6 +106,7 @@ class HarnessEnv(AgentEnv):
 
     async def reset_async(self, *, seed: int | None = None,
                           options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self.task.np_random = self.np_random  # reset(seed=...) seeds this env's generator: the task draws from it
         return await self.task.reset_async(seed=seed, options=options)
 
     async def step_async(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
