@@ -105,7 +105,10 @@ class HttpGateway:
                 yield
 
         cfg = self.config
-        sock = socket.socket(socket.AF_UNIX if cfg.uds else socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets whose proto says TCP; without it
+        # every keep-alive call waits ~40 ms on Nagle and the peer's delayed ACK.
+        sock = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) if cfg.uds
+                else socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP))
         if cfg.uds:
             with contextlib.suppress(FileNotFoundError):
                 import os
