@@ -13,14 +13,17 @@ from collections.abc import Callable
 from gymfleet.envs.actions import Command, parse_fenced_action
 from gymfleet.envs.harness.bridge import SandboxBridge
 from gymfleet.envs.harness.mini_swe_agent import SUBMIT_COMMAND, run_mini_swe_agent
+from gymfleet.envs.harness.smolagents_agent import run_smolagents
 
 HarnessFn = Callable[[str, str, SandboxBridge], str]
 
 HARNESSES: dict[str, HarnessFn] = {
     "mini-swe-agent": lambda task, url, bridge: run_mini_swe_agent(task, url, bridge, "mini.yaml"),
     "mini-swe-agent-text": lambda task, url, bridge: run_mini_swe_agent(task, url, bridge, "mini_textbased.yaml"),
+    "smolagents": run_smolagents,
 }
-"""mini-swe-agent 2.x with its default tool-calling config, and with its text-based one."""
+"""mini-swe-agent 2.x with its default tool-calling config and with its text-based one; smolagents'
+ToolCallingAgent."""
 
 
 def tool_call_reply(command: str) -> str:
@@ -33,7 +36,8 @@ def text_reply(command: str) -> str:
     return f"THOUGHT: run it.\n\n```mswea_bash_command\n{command}\n```"
 
 
-REPLY_FORMATS: dict[str, Callable[[str], str]] = {"mini-swe-agent": tool_call_reply, "mini-swe-agent-text": text_reply}
+REPLY_FORMATS: dict[str, Callable[[str], str]] = {
+    "mini-swe-agent": tool_call_reply, "mini-swe-agent-text": text_reply, "smolagents": tool_call_reply}
 """How each harness's model writes one command (what a forced gold or no-op reply looks like)."""
 
 
@@ -50,9 +54,16 @@ def gold_replies(harness: str, gold_actions: list[str]) -> list[str]:
         parsed = parse_fenced_action(action, {"submit"}, "")
         if isinstance(parsed, Command):
             commands.append(parsed.script)
-    return [reply(c) for c in commands] + [reply(SUBMIT_COMMAND)]
+    return [reply(c) for c in commands] + [submit_reply(harness)]
 
 
 def noop_replies(harness: str) -> list[str]:
     """The completions of a policy that does nothing: submit at once."""
-    return [REPLY_FORMATS[harness](SUBMIT_COMMAND)]
+    return [submit_reply(harness)]
+
+
+def submit_reply(harness: str) -> str:
+    """The completion with which ``harness``'s model says it is done."""
+    if harness == "smolagents":  # its final_answer tool
+        return "<tool_call>" + json.dumps({"name": "final_answer", "arguments": {"answer": "done"}}) + "</tool_call>"
+    return REPLY_FORMATS[harness](SUBMIT_COMMAND)

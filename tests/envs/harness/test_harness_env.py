@@ -90,3 +90,20 @@ async def test_a_crashing_or_hanging_harness_is_classified_and_released(bwrap_av
     traj = rollout.trajectories[-1]
     assert traj.status.value == "infra_error" and "hung past the deadline outside any command" in traj.reason
     assert time.monotonic() - started < 11.5 + 5 and env.task._episode is None  # type: ignore[attr-defined]
+
+
+async def test_smolagents_rewrites_its_history_into_branches_not_wrong_tokens(bwrap_available: bool,
+                                                                               smollm_tokenizer: Any) -> None:
+    gold = gold_replies("smolagents", make_env().gold_policy(TASK).actions)  # type: ignore[attr-defined]
+    rollout, engine, env = await play(smollm_tokenizer, "smolagents", gold)
+    final = rollout.trajectories[-1]
+    assert (final.status.value, final.reward, final.metrics["harness_exit"]) == ("ok", 1.0, "Submitted")
+    forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in gold]
+    # smolagents sends its tool calls back as text messages of its own: no call extends the one before
+    assert final.metrics["calls"] == len(gold) and final.metrics["branched"] == len(gold) - 1
+    assert len(rollout.trajectories) == len(gold)
+    for traj, prompt, completion in zip(rollout.trajectories, engine.prompts, forced):
+        ids = traj.token_ids.tolist()
+        assert ids[: len(prompt) + len(completion)] == prompt + completion
+        assert traj.token_ids[traj.loss_mask == 1].tolist() == completion
+    assert env.task._episode is None  # type: ignore[attr-defined]
