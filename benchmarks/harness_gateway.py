@@ -5,7 +5,9 @@ session tree, the TITO gateway over the embedded model's real tokenizer and chat
 engine is a stub (fixed reply ids after a fixed sleep), as the issue names, so that what is
 measured is the gateway. The clients are shaped like a harness: each session sends its whole
 history (system prompt with tools, user task, then assistant tool calls and tool results),
-growing by one exchange per call, with the OpenAI Chat Completions body a harness sends.
+growing by one exchange per call, with the OpenAI Chat Completions body a harness sends
+(aiohttp clients: httpx's connection pool, not the gateway, was the bottleneck at 1,000
+connections in one process).
 
 1. **Overhead per call** (``overhead``): one session at a time, ``--overhead-calls`` calls (10 per
    session) from an httpx client in this process, engine latency 0: the client's latency minus
@@ -66,15 +68,16 @@ class StubEngine:
 
 
 async def harness_session(client: Any, url: str, calls: int, think_s: float, latencies: list[float]) -> None:
-    """One harness: history grows by the reply and a tool result per call."""
+    """One harness (an aiohttp session's requests): history grows by the reply and a tool result per call."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": "Please solve this issue: list the files."}]
     for n in range(calls):
         t0 = time.perf_counter()
-        response = await client.post(f"{url}/chat/completions", json={"model": "m", "messages": messages, "tools": TOOLS})
+        async with client.post(f"{url}/chat/completions", json={"model": "m", "messages": messages, "tools": TOOLS}) as r:
+            if r.status != 200:
+                raise RuntimeError(f"HTTP {r.status}: {await r.text()}")
+            message = (await r.json())["choices"][0]["message"]
         latencies.append(time.perf_counter() - t0)
-        response.raise_for_status()
-        message = response.json()["choices"][0]["message"]
         messages.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls")})
         messages.append({"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
                          "content": f"<returncode>0</returncode>\n<output>\nfile{n}.txt\n</output>"})
@@ -83,21 +86,22 @@ async def harness_session(client: Any, url: str, calls: int, think_s: float, lat
 
 
 def _client_process(urls: list[str], calls: int, think_s: float, out: Any) -> None:
-    import httpx
+    import aiohttp
 
     async def main() -> None:
-        limits = httpx.Limits(max_connections=len(urls) + 10, max_keepalive_connections=len(urls) + 10)
-        async with httpx.AsyncClient(limits=limits, timeout=600) as client:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=900)) as client:
             latencies: list[float] = []
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             await asyncio.gather(*(harness_session(client, u, calls, think_s, latencies) for u in urls))
-            out.put({"wall_s": time.perf_counter() - t0, "latencies": latencies})
+            out.put({"wall_s": time.perf_counter() - t0, "latencies": latencies,
+                     "client_cpu_s": time.process_time() - cpu0})
 
     asyncio.run(main())
 
 
 async def overhead(tokenizer: Any, n_calls: int) -> dict[str, Any]:
-    import httpx
+    import aiohttp
 
     from gymfleet.orchestrator.gateway import Gateway
     from gymfleet.orchestrator.http.server import HttpGateway
@@ -106,7 +110,7 @@ async def overhead(tokenizer: Any, n_calls: int) -> dict[str, Any]:
     engine = StubEngine(tokenizer, 0.0)
     registry = SessionRegistry(Gateway(tokenizer, engine))
     latencies: list[float] = []
-    async with HttpGateway(registry) as server, httpx.AsyncClient() as client:
+    async with HttpGateway(registry) as server, aiohttp.ClientSession() as client:
         for _ in range(max(1, n_calls // 10)):
             await harness_session(client, server.base_url(registry.open("r")), 10, 0.0, latencies)
     over_ms = sorted((lat - eng) * 1e3 for lat, eng in zip(latencies, engine.engine_s))
@@ -141,6 +145,7 @@ async def concurrency(tokenizer: Any, sessions: int, calls: int, latency_s: floa
             "client_latency_p50_ms": round(lat[len(lat) // 2] * 1e3, 1),
             "client_latency_p99_ms": round(lat[int(0.99 * (len(lat) - 1))] * 1e3, 1),
             "server_cpu_ms_per_call": round(server_cpu_s / (sessions * calls) * 1e3, 3),
+            "client_cpu_ms_per_call": round(result["client_cpu_s"] / (sessions * calls) * 1e3, 3),
             "continued_calls": continued, "all_continued": continued == sessions * (calls - 1)}
 
 
@@ -157,6 +162,7 @@ def main() -> None:
     tokenizer = load_tokenizer(ModelSpec())
     print("overhead per call...", file=sys.stderr)
     over = asyncio.run(overhead(tokenizer, args.overhead_calls))
+    print(f"overhead: {json.dumps(over)}", file=sys.stderr)
     print(f"{args.sessions} sessions in flight...", file=sys.stderr)
     conc = asyncio.run(concurrency(tokenizer, args.sessions, args.calls, args.latency_ms / 1e3, args.think_ms / 1e3))
     print(json.dumps({"overhead": over, "concurrency": conc, "load_average": os.getloadavg(),
