@@ -25,14 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.envs.errors import SandboxError
 from gymfleet.envs.harness.env import HarnessEnv, HarnessOutcome
-from gymfleet.orchestrator.http.server import HttpGateway
+from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.http.tree import SessionRegistry
-from gymfleet.orchestrator.rollout import RolloutRequest
+from gymfleet.orchestrator.protocols import PolicyGateway
+from gymfleet.orchestrator.rollout import EnvFactory, Rollout, RolloutRequest
+
+if TYPE_CHECKING:  # the server (starlette) loads only when a run has harness tasks
+    from gymfleet.orchestrator.http.server import HttpGateway, HttpGatewayConfig
+
+HARNESS_ENV_ID = "gymfleet/Harness-v0"
 
 
 class HarnessRollout:
@@ -51,6 +59,8 @@ class HarnessRollout:
                  server: HttpGateway, dialect: str = "openai-chat") -> None:
         self.request, self.make_env, self.registry, self.server, self.dialect = request, make_env, registry, server, dialect
         self.trajectories: list[Trajectory] = []
+        self.trajectory: Trajectory | None = None
+        """The rollout's trajectory once ``run`` returned (None if it was cancelled)."""
         self.outcome: HarnessOutcome | None = None
 
     async def run(self) -> Trajectory:
@@ -88,7 +98,45 @@ class HarnessRollout:
             traj.metrics["harness_exit"] = self.outcome.exit_status if self.outcome else ""
             traj.timings = {"total_s": time.monotonic() - start}
         self.registry.forget(session)
-        return self.trajectories[-1]
+        self.trajectory = self.trajectories[-1]
+        return self.trajectory
+
+
+class HarnessRollouts:
+    """The scheduler's ``make_rollout`` for a run with harness tasks: a :class:`HarnessRollout`
+    for a task on ``gymfleet/Harness-v0``, the ordinary :class:`Rollout` for every other task, so
+    both mix in one run (weights, staleness, quarantine as for any task).
+
+    Args:
+        registry: the sessions, over the run's TITO gateway.
+        server: the HTTP gateway serving them.
+    """
+
+    def __init__(self, registry: SessionRegistry, server: HttpGateway) -> None:
+        self.registry, self.server = registry, server
+
+    def __call__(self, request: RolloutRequest, make_env: EnvFactory, gateway: PolicyGateway) -> Any:
+        if request.env_id == HARNESS_ENV_ID:
+            return HarnessRollout(request, make_env, self.registry, self.server)  # type: ignore[arg-type]
+        return Rollout(request, make_env, gateway)
+
+
+@asynccontextmanager
+async def open_harness_rollouts(gateway: PolicyGateway,
+                                config: HttpGatewayConfig | None = None) -> AsyncIterator[HarnessRollouts]:
+    """Serves ``gateway``'s sessions over HTTP for the run's harness tasks (on loopback).
+
+    Raises:
+        TypeError: ``gateway`` is not the TITO :class:`Gateway` (e.g. the warm start's
+            demonstrations, whose gold is not forced through harnesses this way).
+    """
+    from gymfleet.orchestrator.http.server import HttpGateway
+
+    if not isinstance(gateway, Gateway):
+        raise TypeError(f"harness tasks need the TITO gateway, got {type(gateway).__name__}")
+    registry = SessionRegistry(gateway)
+    async with HttpGateway(registry, config) as server:
+        yield HarnessRollouts(registry, server)
 
 
 async def _close(env: HarnessEnv, timeout_s: float) -> None:
