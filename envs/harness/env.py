@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
@@ -40,12 +40,21 @@ class HarnessEnvConfig(StrictModel):
     """The registered env id of the task source."""
     task_kwargs: dict[str, Any] = Field(default_factory=dict)
     """The task env's own arguments (e.g. ``sandbox: local``)."""
-    command_timeout_s: float = Field(600.0, gt=0)
+    command_timeout_s: float = Field(default=600.0, gt=0)
     """Longest one harness command may block its thread, seconds."""
-    grading_reserve_s: float = Field(60.0, ge=0)
+    grading_reserve_s: float = Field(default=60.0, ge=0)
     """Seconds of the rollout's deadline kept for grading after the harness (it stops earlier)."""
-    linger_s: float = Field(5.0, ge=0)
+    linger_s: float = Field(default=5.0, ge=0)
     """Seconds a stopped harness thread gets to finish before it counts as left behind."""
+
+    @field_validator("harness")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        from gymfleet.envs.harness.harnesses import HARNESSES
+
+        if name not in HARNESSES:
+            raise ValueError(f"unknown harness {name!r}: pick one of {sorted(HARNESSES)}")
+        return name
 
 
 @dataclass
@@ -81,8 +90,6 @@ class HarnessEnv(AgentEnv):
 
         super().__init__(resources)
         self.config = HarnessEnvConfig(harness=harness, task_env=task_env, task_kwargs=task_kwargs or {}, **kwargs)
-        if harness not in HARNESSES:
-            raise ValueError(f"unknown harness {harness!r}: pick one of {sorted(HARNESSES)}")
         self.harness_fn = HARNESSES[harness]
         self.task = make_agent_env(task_env, resources, **self.config.task_kwargs)
         self.noop_action = self.task.noop_action  # type: ignore[misc]

@@ -107,3 +107,8 @@ async def test_smolagents_rewrites_its_history_into_branches_not_wrong_tokens(bw
         assert ids[: len(prompt) + len(completion)] == prompt + completion
         assert traj.token_ids[traj.loss_mask == 1].tolist() == completion
     assert env.task._episode is None  # type: ignore[attr-defined]
+
+
+def test_an_unknown_harness_is_refused_before_any_env_is_made() -> None:
+    with pytest.raises(ValueError, match="unknown harness 'claude-code'.*mini-swe-agent"):
+        HarnessEnv.check_kwargs({"harness": "claude-code"})
