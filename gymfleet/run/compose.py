@@ -34,6 +34,8 @@ from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances, unmet_needs
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.orchestrator.policy import open_gateway
+from gymfleet.orchestrator.gateway import Gateway
+from gymfleet.orchestrator.harness_rollout import HARNESS_ENV_ID, open_harness_rollouts
 from gymfleet.orchestrator.protocols import PolicyGateway
 from gymfleet.orchestrator.rollout import EnvFactory
 from gymfleet.orchestrator.scheduler import Scheduler
@@ -176,7 +178,10 @@ async def open_run(
             gateway = await stack.enter_async_context(open_gateway(
                 config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
         metrics = stack.enter_context(MetricsWriter(config.metrics_path))
+        make_rollout = None
+        if any(t.env_id == HARNESS_ENV_ID for t in config.tasks) and isinstance(gateway, Gateway):
+            make_rollout = await stack.enter_async_context(open_harness_rollouts(gateway))  # docs/harness.md
         scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
-                              reload_config=reload_config)
+                              reload_config=reload_config, make_rollout=make_rollout)
         stack.enter_context(_stop_signals(on_stop or scheduler.request_stop))
         yield Run(config, store, gateway, resources, factories, instances, metrics, scheduler, console, left_out)
