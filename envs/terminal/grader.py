@@ -35,7 +35,8 @@ from pydantic import BaseModel, ValidationError
 
 from gymfleet.envs.errors import SandboxDamagedError, SandboxFileError
 from gymfleet.envs.sandbox.base import Sandbox
-from gymfleet.envs.sandbox.bulk import folder_files, put_files
+from gymfleet.envs.sandbox.bulk import put_files
+from gymfleet.envs.task_files import folder_files
 from gymfleet.envs.terminal.task import Task
 
 TESTLIB_NAME = "gymfleet_testlib.py"
@@ -166,7 +167,7 @@ async def _run_tests(sandbox: Sandbox, task: Task, scratch_dir: str, processes: 
 
 
 async def _copy_tests(sandbox: Sandbox, task: Task, folder: str, nonce: str, processes: list[str]) -> None:
-    files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir).items()}
+    files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir, task.path).items()}
     files[f"{folder}/{TESTLIB_NAME}"] = (TESTLIB_SOURCE.read_bytes(), 0o644)
     files[f"{folder}/{TESTLIB_SH_NAME}"] = (TESTLIB_SH_SOURCE.read_bytes(), 0o644)
     files[f"{folder}/{NONCE_NAME}"] = (nonce.encode(), 0o600)
