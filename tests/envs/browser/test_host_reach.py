@@ -10,6 +10,7 @@ import http.server
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from pathlib import Path
 
 import httpx
@@ -143,3 +144,29 @@ async def test_admin_routes_take_the_token_and_refuse_browsers() -> None:
     async with VLLMEngine(config, transport=httpx.ASGITransport(app=app)) as client:
         await client.load_adapter(ADAPTER, "/tmp/x")
     assert engine.adapters == {ADAPTER}
+
+
+GROWER = """<html><head><title>Grow</title></head><body><button onclick="grow()">Grow</button>
+<p id="out">small</p><script>function grow() { out.textContent = 'x'.repeat(8 << 20); }</script></body></html>"""
+
+
+async def test_an_oversize_observation_ends_the_episode_as_the_policys_doing(browser_host, tmp_path: Path) -> None:
+    page = tmp_path / "grow.html"
+    page.write_text(GROWER)
+    done = lambda page: _done(page)  # noqa: E731 - the page claims success once grown
+    env = BrowserEnv(host=browser_host, tasks=[UrlTask("grow", page.as_uri(), "Press Grow.", done)],
+                     max_turns=5, max_observation_chars=4000)
+    try:
+        obs, _ = await env.reset_async()
+        obs, reward, terminated, truncated, info = await env.step_async(
+            "click(" + obs.split('] button "Grow')[0].rsplit("[", 1)[1] + ")")
+    finally:
+        await env.close_async()
+    assert len(obs) <= 4000 and "observation cut" in obs
+    assert (reward, terminated, truncated) == (0.0, True, False)
+    assert info["oversize_observation_chars"] > 8 << 20 and not info["success"]
+
+
+async def _done(page: Any) -> TaskOutcome:
+    grown = await page.evaluate("document.getElementById('out').textContent.length > 1000")
+    return TaskOutcome(reward=1.0 if grown else 0.0, done=bool(grown), reason="grown")
