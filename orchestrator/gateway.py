@@ -20,9 +20,15 @@ from gymfleet.core.sampling import turn_seed
 from gymfleet.core.strict import StrictModel
 from gymfleet.orchestrator.chat_template import ChatTemplate
 from gymfleet.orchestrator.engines.adapters import adapter_name
+from gymfleet.orchestrator.engines.errors import ContextLengthError
 from gymfleet.orchestrator.protocols import Engine
 
 log = logging.getLogger(__name__)
+
+
+DEFAULT_PROMPT_BUDGET = 131_072
+"""The prompt budget when neither the config nor the tokenizer names one: 128 Ki tokens, the
+longest context of the common open models (Llama 3.1, Qwen2.5)."""
 
 
 class GatewayConfig(StrictModel):
@@ -30,6 +36,11 @@ class GatewayConfig(StrictModel):
 
     run_id: str = "run"
     """Training run whose adapters are served; adapter names are ``<run_id>-v000012``."""
+    max_prompt_tokens: int | None = Field(default=None, ge=1)
+    """The prompt budget: most tokens a turn's prompt may hold. A longer prompt is never sent to a
+    replica (``ContextLengthError`` at once: the rollout ends truncated), so one huge observation
+    costs no prefill. None: the tokenizer's ``model_max_length`` when it names a real one (under
+    10^7 tokens), else :data:`DEFAULT_PROMPT_BUDGET`."""
     keep_versions: int = Field(default=2, ge=1)
     """Adapter versions kept loaded; older ones are unloaded after a publish, each once no turn
     sampled with it is still in flight."""
@@ -63,11 +74,16 @@ class Session:
                 so each turn draws fresh numbers and a rerun of the rollout id draws the same ones.
 
         Raises:
+            ContextLengthError: the prompt is over the prompt budget (``prompt_budget``): not sent.
             InferenceError: from the engine (ContextLengthError, NoReplicaError, ...); the
                 conversation is left as it was before the call.
         """
         template = self._template
         prompt_ids = self.token_ids + template.encode(template.generation_prompt(self.messages, self._render))
+        budget = self._gateway.prompt_budget
+        if len(prompt_ids) > budget:
+            raise ContextLengthError(f"the prompt has {len(prompt_ids)} tokens, over the prompt budget of {budget} "
+                                     "(gateway max_prompt_tokens): not sent")
         if sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": turn_seed(sampling.seed, self.rollout_id, len(self.generations))})
         adapter = self._gateway.lease_adapter()
@@ -145,6 +161,10 @@ class Gateway:
 
     def __init__(self, tokenizer: Any, engine: Engine, config: GatewayConfig | None = None) -> None:
         self.config = config or GatewayConfig()
+        model_max = getattr(tokenizer, "model_max_length", None)
+        self.prompt_budget: int = self.config.max_prompt_tokens or (
+            model_max if isinstance(model_max, int) and 0 < model_max < 10**7 else DEFAULT_PROMPT_BUDGET)
+        """Most tokens a prompt may hold (:attr:`GatewayConfig.max_prompt_tokens`)."""
         self.template = ChatTemplate(tokenizer)
         self.template.check_prefix_property()
         self.engine = engine

@@ -11,7 +11,7 @@ from __future__ import annotations
 from gymfleet.core.lazy import lazy_exports
 
 _EXPORTS = {
-    "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors",
+    "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors", "BucketCorruptError": ".errors",
     "TrainError": ".errors", "GroupSource": ".signal", "Learner": ".learner", "LearnerConfig": ".learner",
     "StepMetrics": ".learner", "RolloutPolicy": ".rollout_policy", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".worker",
     "WorkerArgs": ".worker", "learn": ".worker", "learner_process": ".worker", "SFTConfig": ".sft",

@@ -87,6 +87,11 @@ class Bucket(Protocol):
         """Called by the gateway to hot-load, and by a learner at start to resume."""
         ...
 
+    def committed_newest_first(self) -> Iterator[PublishedAdapter]:
+        """Called by a learner at start and by the replicas' follower: every committed version
+        that reads back, newest first, so that each skips a corrupt one to the last good one."""
+        ...
+
     def fetch(self, version: int, local_dir: Path) -> Path:
         """Called by an engine that cannot read the bucket URL directly: copies a version locally."""
         ...

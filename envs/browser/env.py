@@ -95,6 +95,11 @@ class BrowserEnvConfig(StrictModel):
     container with Docker; MiniWoB's own folder is always there)."""
     chromium: ChromiumConfig = Field(default_factory=ChromiumConfig)
     """How Chromium is started."""
+    max_observation_chars: int = Field(32_000, ge=1_000)
+    """Most characters of one observation (about 8,000 tokens). A page whose text is longer after
+    an action ends the episode as the policy's doing (terminated, reward 0, ``info``'s
+    ``oversize_observation_chars``), its observation cut to this size; a page that is too long
+    at reset (the task's own) is cut the same way, and the episode goes on."""
     prompt: Literal["full", "brief"] = "full"
     """The system prompt: ``full`` (how the page is shown and the action grammar) or ``brief``
     (the grammar alone; the default training run's MiniWoB task uses it)."""
@@ -130,8 +135,10 @@ class BrowserEnv(AgentEnv):
         score (it varies between runs: :mod:`gymfleet.envs.info`).
 
     Episode end:
-        Terminated when the page says it is done (``WOB_DONE_GLOBAL``); truncated after
-        ``max_turns`` actions or ``time_limit_s`` seconds.
+        Terminated when the page says it is done (``WOB_DONE_GLOBAL``), or with reward 0 when
+        an action left a page whose observation is over ``max_observation_chars`` (the policy's
+        doing; the observation is cut to that size); truncated after ``max_turns`` actions or
+        ``time_limit_s`` seconds.
 
     Arguments:
         See :class:`BrowserEnvConfig`; ``resources`` the run's
@@ -222,7 +229,8 @@ class BrowserEnv(AgentEnv):
         self._clear_screenshots()
         try:
             async with asyncio.timeout(self.config.start_timeout_s):
-                return observation_text(await self._view()), await self._info(TaskOutcome())
+                obs, _ = self._bounded(observation_text(await self._view()))
+                return obs, await self._info(TaskOutcome())
         except TimeoutError:
             await self._close_context()
             raise BrowserTaskError(f"task {task.name!r}: the page did not answer within "
@@ -345,7 +353,7 @@ class BrowserEnv(AgentEnv):
         note = "The episode is over: reset the env to start another."
         if self._page is None:  # closed after it hung
             return note, 0.0, True, False, {"instance_id": self._instance, "turn": self._turn}
-        return observation_text(await self._view(), note), 0.0, True, False, await self._info(TaskOutcome())
+        return self._bounded(observation_text(await self._view(), note))[0], 0.0, True, False, await self._info(TaskOutcome())
 
     async def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         assert self._page is not None and self._task is not None
@@ -358,9 +366,24 @@ class BrowserEnv(AgentEnv):
         )
         self._finished = outcome.done or truncated
         feedback += self._ending(outcome, truncated, elapsed_s)
-        obs = observation_text(await self._view(), feedback)
+        obs, oversize_chars = self._bounded(observation_text(await self._view(), feedback))
         info = await self._info(outcome, truncated=truncated)
+        if oversize_chars:  # the policy's doing: the episode ends here, earning nothing
+            self._finished = True
+            info.update(oversize_observation_chars=oversize_chars, success=False, truncated=False,
+                        reason=f"the page's text grew to {oversize_chars} characters")
+            return obs, 0.0, True, False, info
         return obs, outcome.reward if outcome.done else 0.0, outcome.done, truncated, info
+
+    def _bounded(self, obs: str) -> tuple[str, int]:
+        """``obs`` cut to ``max_observation_chars`` with a note saying so, and its full length
+        when it was cut (else 0)."""
+        limit = self.config.max_observation_chars
+        if len(obs) <= limit:
+            return obs, 0
+        note = (f"\n[observation cut: the page's text is {len(obs)} characters, over "
+                f"max_observation_chars={limit}; episode over]\n")
+        return obs[: limit - len(note)] + note, len(obs)
 
     async def _hung(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """The page did not answer within the step timeout: the episode ends (truncated, reward 0)

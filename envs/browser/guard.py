@@ -9,9 +9,15 @@ context (``context.route("**/*", guard.handle)``), consulted for every request o
 
 - ``file:`` URLs only under the folders the browser serves pages from (MiniWoB's, the env's
   ``pages_dirs``) and the folder of the task's own start page;
-- ``http(s)``/``ws(s)`` navigations (any frame) and reads (``fetch``, XHR, event sources, web
-  sockets) only to the origin of the task's start page; other cross-origin subresources
-  (images, styles, scripts, fonts) load, as their bytes never become page text;
+- ``http(s)``/``ws(s)`` navigations (any frame), reads (``fetch``, XHR, event sources, web
+  sockets) and scripts only to the origin of the task's start page (a cross-origin script runs
+  with the page's rights: a local service serving a secret as JavaScript would hand it over);
+  other cross-origin subresources (images, styles, fonts, beacons) load, as their bytes never
+  become page text;
+- nothing on this host or its private networks, whatever the request (beacons, images, pings
+  included): a loopback, private, link-local or unspecified address, ``localhost`` and the names
+  this host resolves to such an address, except the task's own origin. gymfleet's own services
+  (a replica server on 127.0.0.1) are out of every page's reach;
 - ``data:``, ``blob:`` and ``about:`` always; every other scheme never.
 
 The first main-frame navigation of the episode (the task's own ``goto``) sets the allowed
@@ -22,18 +28,63 @@ names the URL and nothing of its contents.
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import posixpath
+import socket
 import urllib.parse
 from typing import Any
 
-READS = frozenset({"fetch", "xhr", "eventsource", "websocket"})
-"""Resource types whose bytes a page script reads back as text."""
+READS = frozenset({"fetch", "xhr", "eventsource", "websocket", "script"})
+"""Resource types whose bytes a page script reads back as text (or runs, for a script)."""
 ALWAYS = frozenset({"data", "blob", "about"})
 WEB = frozenset({"http", "https", "ws", "wss"})
 
 
 def _file_path(url: str) -> str:
     return posixpath.normpath(urllib.parse.unquote(urllib.parse.urlsplit(url).path) or "/")
+
+
+def is_internal_address(address: str) -> bool:
+    """Whether an IP address (text) is this host's or a private network's: loopback, private,
+    link-local, unspecified, multicast or reserved (IPv4-mapped IPv6 read as its IPv4)."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+            or ip.is_reserved)
+
+
+async def host_is_internal(host: str, cache: dict[str, bool]) -> bool:
+    """Whether ``host`` (an address or a name) is internal (:func:`is_internal_address`); a name
+    is resolved (``localhost``, ``/etc/hosts``, DNS) once per guard, and is internal when any of
+    its addresses is; a name that does not resolve cannot be reached anyway."""
+    host = host.lower().rstrip(".")
+    if host in cache:
+        return cache[host]
+    if host == "localhost" or host.endswith(".localhost"):
+        internal = True
+    elif _is_ip(host):
+        internal = is_internal_address(host)
+    else:
+        try:
+            infos = await asyncio.to_thread(socket.getaddrinfo, host, None)
+        except (OSError, UnicodeError):
+            infos = []
+        internal = any(is_internal_address(str(info[4][0])) for info in infos)
+    cache[host] = internal
+    return internal
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _origin(url: str) -> str:
@@ -55,6 +106,7 @@ class PageGuard:
         self.origin: str | None = None
         self.locked = False
         self.refused: list[str] = []
+        self._internal: dict[str, bool] = {}
         self.left_page = False
         """A main-frame navigation was asked for after :meth:`lock` (allowed or refused, it
         replaces the task's document): the page may not start its next episode in place."""
@@ -87,6 +139,14 @@ class PageGuard:
             return _origin(url) == self.origin or not (navigation or resource_type in READS)
         return False
 
+    async def reaches_host(self, url: str) -> bool:
+        """Whether ``url`` goes to this host or a private network, other than the task's own
+        origin (checked for every ``http(s)``/``ws(s)`` request, whatever its type)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() not in WEB or not parts.hostname or _origin(url) == self.origin:
+            return False
+        return await host_is_internal(parts.hostname, self._internal)
+
     async def handle(self, route: Any) -> None:
         """Playwright's route handler: continues an allowed request, aborts the rest."""
         request = route.request
@@ -96,6 +156,8 @@ class PageGuard:
         except Exception:  # a service worker's request has no frame
             main = False
         allowed = self.allows(request.url, request.resource_type, navigation, main)
+        if allowed and await self.reaches_host(request.url):
+            allowed = False
         if main and self.locked:
             self.left_page = True
         if not allowed:
@@ -107,7 +169,7 @@ class PageGuard:
 
     async def handle_socket(self, socket: Any) -> None:
         """Playwright's web socket route: connects only to the page's own origin."""
-        if self.allows(socket.url, "websocket", False, False):
+        if self.allows(socket.url, "websocket", False, False) and not await self.reaches_host(socket.url):
             socket.connect_to_server()
             return
         self.refused.append(socket.url[:200])

@@ -16,6 +16,7 @@ from gymfleet.envs.actions import bash_block
 from gymfleet.envs.resources import Catalogue, EnvResources, SharedResource
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
+from gymfleet.envs.task_files import folder_files, read_bytes
 from gymfleet.envs.terminal import prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.shell import PersistentShell
@@ -163,11 +164,12 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         script = instance.solution_script
         if script is None:
             raise NoSolutionError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
-        files = sorted(p for p in script.parent.rglob("*") if p.is_file()) if instance.layout == "harbor" else [script]
+        files = (folder_files(script.parent, instance.path) if instance.layout == "harbor"
+                 else {script.name: (read_bytes(instance.path, script), 0o755)})  # no link out of the task
         lines = [f"mkdir -p {SOLUTION_DIR}"]
-        for path in files:
-            target = f"{SOLUTION_DIR}/{path.relative_to(script.parent).as_posix()}"
-            data = base64.b64encode(path.read_bytes()).decode()
+        for name, (content, _) in files.items():
+            target = f"{SOLUTION_DIR}/{name}"
+            data = base64.b64encode(content).decode()
             lines.append(f"mkdir -p {shlex.quote(str(Path(target).parent))} && echo {data} | base64 -d > {shlex.quote(target)}")
         lines.append(f"bash {SOLUTION_DIR}/{script.name}")
         return [bash_block("\n".join(lines)), "submit"]

@@ -44,7 +44,8 @@ from gymfleet.envs.errors import SandboxFileError
 from gymfleet.envs.harbor.dockerfile import VERIFIER_OFFLINE_ENV
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.sandbox.base import Sandbox
-from gymfleet.envs.sandbox.bulk import folder_files, put_files
+from gymfleet.envs.sandbox.bulk import put_files
+from gymfleet.envs.task_files import folder_files, read_bytes
 
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs/verifier"
@@ -133,9 +134,9 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
 
 async def _verify(sandbox: Sandbox, task: HarborTask, workdir: str) -> VerifierReport:
     await sandbox.exec(f"rm -rf {TESTS_DIR} {LOGS_DIR}; mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout_s=60)
-    files = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir).items()}
+    files = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir, task.path).items()}
     if task.layout == "tb1":
-        files[f"{TESTS_DIR}/run-tests.sh"] = (task.test_script.read_bytes(), 0o755)
+        files[f"{TESTS_DIR}/run-tests.sh"] = (read_bytes(task.path, task.test_script), 0o755)
     await put_files(sandbox, files)
     script = f"{TESTS_DIR}/{'test.sh' if task.layout == 'harbor' else 'run-tests.sh'}"
     env = {**VERIFIER_OFFLINE_ENV, **task.verifier_env}

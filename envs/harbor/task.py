@@ -33,6 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gymfleet.envs.errors import TaskError
+from gymfleet.envs.task_files import read_text
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +297,7 @@ def _tb1_compose_refusal(compose: Path) -> str | None:
 
 def _read(task: Path, name: str) -> str:
     try:
-        return (task / name).read_text(encoding="utf-8")
+        return read_text(task, task / name)  # no link out of the task folder
     except UnicodeDecodeError as exc:
         raise TaskError(f"task {task.name!r}: {name} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
                         f"offset {exc.start}): re-save it as UTF-8") from exc

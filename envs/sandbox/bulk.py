@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gymfleet.envs.sandbox.base import Sandbox
+from gymfleet.envs.task_files import folder_files as _task_folder_files
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,15 @@ async def put_files(sandbox: Sandbox, files: Mapping[str, tuple[bytes, int]], ti
 
 
 def folder_files(folder: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file under ``folder`` as ``relative/path: (data, mode)``, modes 0o755 (executable
-    on the host) or 0o644, sorted."""
-    return {path.relative_to(folder).as_posix(): (path.read_bytes(), 0o755 if path.stat().st_mode & 0o111 else 0o644)
-            for path in sorted(folder.rglob("*")) if path.is_file()}
+    """Every file under ``folder`` as ``relative/path: (data, mode)``; links out of it refused.
+
+    The same as :func:`gymfleet.envs.task_files.folder_files` (the families' reader of task
+    folders), kept here for callers of this module.
+
+    Raises:
+        TaskError: a link in ``folder`` leaves it or names a folder (one line naming it).
+    """
+    return _task_folder_files(folder)
 
 
 def _tar(workdir: str, files: Mapping[str, tuple[bytes, int]]) -> bytes:

@@ -10,7 +10,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from gymfleet.envs.errors import TaskError
 from gymfleet.envs.slides.errors import BriefError
+from gymfleet.envs.task_files import read_text
 
 
 def normalize(text: str) -> str:
@@ -68,13 +70,13 @@ def load_briefs(briefs_dir: Path | None = None) -> dict[str, Brief]:
 
     Raises:
         BriefError: a file is not valid YAML, does not match :class:`Brief`, its ``id`` is not
-            its file name, or two briefs share an id.
+            its file name, two briefs share an id, or it is a link out of the folder.
     """
     folder = briefs_dir or default_briefs_dir()
     briefs: dict[str, Brief] = {}
     for path in sorted(folder.glob("*.yaml")):
         try:
-            brief = Brief.model_validate(yaml.safe_load(path.read_text()))
+            brief = Brief.model_validate(yaml.safe_load(_read(folder, path)))
         except (yaml.YAMLError, ValidationError) as exc:
             raise BriefError(f"{path}: not a valid brief, fix the file: {exc}") from exc
         if brief.id != path.stem:
@@ -89,9 +91,16 @@ def gold_deck(brief_id: str, briefs_dir: Path | None = None) -> str:
     """The gold deck's HTML for ``brief_id``.
 
     Raises:
-        BriefError: ``briefs/gold/<id>.html`` is missing.
+        BriefError: ``briefs/gold/<id>.html`` is missing or a link out of the briefs folder.
     """
     path = (briefs_dir or default_briefs_dir()) / "gold" / f"{brief_id}.html"
     if not path.is_file():
         raise BriefError(f"gold deck {path} is missing: write it (see envs/slides/README.md)")
-    return path.read_text()
+    return _read(path.parent.parent, path)
+
+
+def _read(folder: Path, path: Path) -> str:
+    try:
+        return read_text(folder, path)  # no link out of the briefs folder
+    except TaskError as exc:
+        raise BriefError(str(exc)) from exc

@@ -16,8 +16,9 @@ from gymfleet.envs.errors import SandboxStartError, TaskError
 from gymfleet.envs.info import add_volatile
 from gymfleet.envs.resources import Catalogue, EnvResources
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
-from gymfleet.envs.sandbox.bulk import folder_files, put_files
+from gymfleet.envs.sandbox.bulk import put_files
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
+from gymfleet.envs.task_files import folder_files
 import gymfleet.envs.terminal.prompts as prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.grader import TestStatus, grade
@@ -193,7 +194,7 @@ class TerminalEnv(SandboxEnv[Task, TerminalState]):
                     "sandbox: install them on the host (local backend) or use --env-arg sandbox=docker"
                 )
         if task.files_dir.is_dir():
-            await put_files(sandbox, folder_files(task.files_dir))
+            await put_files(sandbox, folder_files(task.files_dir, task.path))
         setup = task.setup_script
         if setup is not None:
             script = f"{scratch}/setup-{uuid.uuid4().hex}.sh"

@@ -12,6 +12,13 @@ whatever they started is killed before the file is read. The terminal's text is 
 Reward is 1 only when the file lists at least one test and every test passed; a skipped test is
 not a passed test. What processes the agent left running is handed to the tests as a file
 (``$GYMFLEET_PROCESSES_FILE``), listed by the backend before it killed them.
+
+The room the tests go to is the grader's: when the copy fails (the agent replaced the scratch
+folder with a file or a link, or took its write permission away), the grader, with the agent's
+processes gone, removes what is in the way, gives the folders back their owner's write bit and
+copies again. A sandbox whose space is still too full (or too locked) for the tests is the
+policy's doing (``SandboxDamagedError``: graded 0), never an infrastructure failure that would be
+retried and would quarantine the task.
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from gymfleet.envs.errors import SandboxFileError
+from gymfleet.envs.errors import SandboxDamagedError, SandboxFileError
 from gymfleet.envs.sandbox.base import Sandbox
-from gymfleet.envs.sandbox.bulk import folder_files, put_files
+from gymfleet.envs.sandbox.bulk import put_files
+from gymfleet.envs.task_files import folder_files
 from gymfleet.envs.terminal.task import Task
 
 TESTLIB_NAME = "gymfleet_testlib.py"
@@ -159,12 +167,34 @@ async def _run_tests(sandbox: Sandbox, task: Task, scratch_dir: str, processes: 
 
 
 async def _copy_tests(sandbox: Sandbox, task: Task, folder: str, nonce: str, processes: list[str]) -> None:
-    files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir).items()}
+    files = {f"{folder}/{name}": content for name, content in folder_files(task.tests_dir, task.path).items()}
     files[f"{folder}/{TESTLIB_NAME}"] = (TESTLIB_SOURCE.read_bytes(), 0o644)
     files[f"{folder}/{TESTLIB_SH_NAME}"] = (TESTLIB_SH_SOURCE.read_bytes(), 0o644)
     files[f"{folder}/{NONCE_NAME}"] = (nonce.encode(), 0o600)
     files[f"{folder}/{PROCESSES_NAME}"] = (json.dumps(processes).encode(), 0o644)
-    await put_files(sandbox, files)
+    try:
+        await put_files(sandbox, files)
+        return
+    except SandboxFileError:  # the room was taken: claim it back (nothing of the agent's runs now)
+        await sandbox.exec(_claim_room_command(folder), timeout_s=30)
+    try:
+        await put_files(sandbox, files)
+    except SandboxFileError as exc:  # the sandbox runs commands, so its own state refuses the copy
+        raise SandboxDamagedError(
+            f"no room for the grader's tests in {folder}: the sandbox's space is full or locked by "
+            f"its own commands ({exc})") from exc
+
+
+def _claim_room_command(folder: str) -> str:
+    """Bash that makes every parent of ``folder`` a writable folder of the grader's user again:
+    a file or link in the way is removed, a folder made read-only gets its owner's write bit."""
+    parents, parent = [], folder.rsplit("/", 1)[0]
+    while parent and parent not in ("/", "."):
+        parents.append(parent)
+        parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
+    steps = [f'{{ [ -d {p} ] && [ ! -L {p} ]; }} || rm -rf -- {p}; chmod u+rwx -- {p} 2>/dev/null'
+             for p in map(shlex.quote, reversed(parents))]
+    return "; ".join(steps) + f"; mkdir -p -- {shlex.quote(folder)} 2>/dev/null; true"
 
 
 async def _fetch(sandbox: Sandbox, path: str) -> bytes | None:

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import TaskError
+from gymfleet.envs.task_files import read_text, refuse_links
 
 BUILTIN_TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 """The tasks shipped with gymfleet."""
@@ -71,13 +72,13 @@ class Task:
     @property
     def solution_script(self) -> str:
         """The gold solution's text."""
-        return (self.path / "solution.sh").read_text()
+        return read_text(self.path, self.path / "solution.sh")
 
     @property
     def setup_script(self) -> str | None:
         """The text of ``setup.sh``, or None when the task has none."""
         setup = self.path / "setup.sh"
-        return setup.read_text() if setup.is_file() else None
+        return read_text(self.path, setup) if setup.is_file() else None
 
     @property
     def tests_dir(self) -> Path:
@@ -94,16 +95,18 @@ def load_task(path: Path) -> Task:
     """Reads and validates the task folder at ``path``.
 
     Raises:
-        TaskError: a required file is missing or ``task.yaml`` does not validate.
+        TaskError: a required file is missing, ``task.yaml`` does not validate, or a link in the
+            folder points out of it (or to a folder).
     """
     task_id = path.name
     if not TASK_ID_PATTERN.match(task_id):
         raise TaskError(f"task folder {path}: name must match {TASK_ID_PATTERN.pattern}; rename it")
+    refuse_links(path)
     for required in ("task.yaml", "solution.sh", "tests/run.sh"):
         if not (path / required).is_file():
             raise TaskError(f"task {task_id!r} ({path}) has no {required}: add it (see envs/terminal/README.md)")
     try:
-        raw = yaml.safe_load((path / "task.yaml").read_text())
+        raw = yaml.safe_load(read_text(path, path / "task.yaml"))
         config = TerminalTaskConfig.model_validate(raw if raw is not None else {})
     except yaml.YAMLError as exc:
         raise TaskError(f"task {task_id!r}: task.yaml is not valid YAML: {exc}") from exc

@@ -5,6 +5,7 @@ default, for machines without vLLM; engines/server.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from enum import Enum
 from pathlib import Path
@@ -46,6 +47,9 @@ def serve(
     cpu_ids: str | None = typer.Option(None, help="vllm: cores for its threads (e.g. 0-1; default: the first ones)."),
     adapter_cache: str | None = typer.Option(None, help="embedded: a folder where adapters given as fsspec URLs "
                                              "(s3://..., file://...) are copied before they load; unset: paths only."),
+    admin_token_file: Path = typer.Option(
+        Path("~/.config/gymfleet/serve-admin-token"), help="embedded: the token load/unload requests must carry "
+        "(Authorization: Bearer); created (mode 0600, random) when missing. Clients: engine admin_token."),
 ) -> None:
     """Serve one replica over HTTP (completions with token ids and logprobs, LoRA load/unload, health)."""
     if backend is Backend.vllm:
@@ -65,7 +69,36 @@ def serve(
     )
     engine = TransformersEngine(config)
     cache = Path(adapter_cache) if adapter_cache else None
-    uvicorn.run(build_app(engine, served_model_name, adapter_cache=cache), host=host, port=port, log_level="warning")
+    token = _admin_token(admin_token_file.expanduser())
+    console.print(f"admin routes (load/unload adapter) need the token in {admin_token_file}", markup=False,
+                  highlight=False, soft_wrap=True)
+    uvicorn.run(build_app(engine, served_model_name, adapter_cache=cache, admin_token=token), host=host, port=port,
+                log_level="warning")
+
+
+def _admin_token(path: Path) -> str:
+    """The token in ``path``, written there first (random, mode 0600) when the file is missing.
+
+    Raises:
+        typer.Exit: (2) the file cannot be read or written, or is empty.
+    """
+    import secrets
+
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(32) + "\n")
+        token = path.read_text().strip()
+    except OSError as exc:
+        console.print(Text("error: ", style="red") + Text(f"admin token file {path}: {exc.strerror or exc}: "
+                                                          "pass --admin-token-file with a writable path"))
+        raise typer.Exit(2) from exc
+    if not token:
+        console.print(Text("error: ", style="red") + Text(f"admin token file {path} is empty: write a token in it"))
+        raise typer.Exit(2)
+    return token
 
 
 def _serve_vllm(model: str, **flags: Any) -> None:

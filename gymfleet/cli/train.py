@@ -70,6 +70,7 @@ def train_command(
     )
     print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
     _verdict(r, require_learning)
+    _policy_loaded(r)
     if outcome.learner_exitcode not in (0, None):
         console.print(Text("the learner process died ", style="red") + Text(
             f"(exit code {outcome.learner_exitcode}, see learner.log in the report folder); "
@@ -91,6 +92,22 @@ def _verdict(report: TrainReport, require_learning: bool) -> None:
         if failed is not None:
             console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
             raise typer.Exit(3)
+
+
+def _policy_loaded(report: TrainReport) -> None:
+    """Exits 3 when the run's newest policy could not be loaded: the last version the engines
+    skipped (a corrupt one, one every replica refused) is newer than the one they serve, so the
+    run ended without its policy being served (the report is written all the same)."""
+    failures = report.adapter_load_failures
+    if not failures:
+        return
+    last = max(failures, key=lambda f: f["version"])
+    if last["version"] > report.served_version:
+        console.print(Text("the policy could not be loaded: ", style="red") + Text(
+            f"v{last['version']} was skipped by the engines ({last['error'][:300]}); they serve "
+            f"v{report.served_version}. Fix the replicas or the bucket, then run the same command again"),
+            soft_wrap=True)
+        raise typer.Exit(3)
 
 
 def _not_loaded(report: TrainReport) -> str:

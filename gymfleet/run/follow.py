@@ -21,7 +21,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from gymfleet.core.errors import GymfleetError, InferenceError
 from gymfleet.run.config import AdapterLoadConfig
 from gymfleet.run.records import AdapterLoad, AdapterLoadFailure
-from gymfleet.trainer import Bucket
+from gymfleet.trainer import Bucket, BucketCorruptError, PublishedAdapter
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +76,13 @@ class BucketFollower:
         Raises:
             BucketError: the version vanished or does not match its manifest while copied.
         """
-        latest = await asyncio.to_thread(self.bucket.latest)
-        if latest is None or latest.version <= gateway.policy_version or latest.version in self.skipped:
+        found, corrupt = await asyncio.to_thread(self._newest_good, gateway.policy_version)
+        for version, exc in corrupt:
+            self._skip(version, exc, gateway.policy_version, attempts=1)
+        if found is None:
             return None
+        latest, path = found
         self.step = int(latest.meta.get("step", 0))
-        path = latest.url
-        if self.fetch_remote and not Path(path).exists():  # a remote bucket: engines read a local copy
-            path = str(await asyncio.to_thread(self.bucket.fetch, latest.version, self.local_dir))
         opts = self.retries
         t0 = time.monotonic()
         try:
@@ -107,8 +107,27 @@ class BucketFollower:
             self.console.print(f"[green]policy v{latest.version}[/green] loaded (learner step {self.step})")
         return load
 
-    def _skip(self, version: int, exc: BaseException, serving: int) -> None:
-        attempts = self.retries.attempts
+    def _newest_good(self, serving: int) -> tuple[tuple[PublishedAdapter, str] | None, list[tuple[int, BaseException]]]:
+        """The newest committed version past ``serving`` whose files match their manifest
+        (SHA-256, checked before any engine loads it, as the learner checks before it resumes),
+        with the path the engines load (a checked local copy; the bucket URL for replicas that
+        copy and check it themselves), and the newer versions that did not match."""
+        corrupt: list[tuple[int, BaseException]] = []
+        for adapter in self.bucket.committed_newest_first():
+            if adapter.version <= serving:
+                break
+            if adapter.version in self.skipped:
+                continue
+            if not self.fetch_remote:
+                return (adapter, adapter.url), corrupt
+            try:
+                return (adapter, str(self.bucket.fetch(adapter.version, self.local_dir))), corrupt
+            except BucketCorruptError as exc:
+                corrupt.append((adapter.version, exc))
+        return None, corrupt
+
+    def _skip(self, version: int, exc: BaseException, serving: int, attempts: int | None = None) -> None:
+        attempts = attempts or self.retries.attempts
         self.skipped.add(version)
         self.failures.append(AdapterLoadFailure(time.time(), version, attempts, f"{type(exc).__name__}: {exc}"))
         log.warning("adapter v%d skipped after %d tries (%s); v%d keeps being served", version, attempts, exc, serving)

@@ -3,6 +3,7 @@ cache mixes policies, and the copy of an adapter's files onto a replica's own di
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -46,21 +47,23 @@ def copy_adapter(source: str, dest_dir: str, name: str, max_file_bytes: int = DE
     replica's disk as this process reaches it (a path, or ``sftp://host/path``). Only
     ``adapter_config.json`` and ``adapter_model.*`` are copied, and of a bucket version only those
     its manifest lists, at the manifest's size; a symlink or a file over ``max_file_bytes`` is
-    refused (:mod:`gymfleet.core.filecopy`). Files are written under a temporary name and
-    renamed, so a replica never loads half an adapter.
+    refused (:mod:`gymfleet.core.filecopy`), and a file whose SHA-256 differs from the one its
+    manifest gives is refused (the copy removed): a replica never loads a corrupt version. Files
+    are written under a temporary name and renamed, so a replica never loads half an adapter.
 
     Returns:
         The copy's path on the destination filesystem (without protocol).
 
     Raises:
         FileNotFoundError: ``source`` holds no adapter files.
-        ValueError: a file is a symlink, over the bound, or other than its manifest says.
+        ValueError: a file is a symlink, over the bound, or other than its manifest says (size
+            or SHA-256).
         OSError: the destination cannot be written.
     """
     src_fs, src_root = fsspec.core.url_to_fs(source)
     dst_fs, dst_root = fsspec.core.url_to_fs(dest_dir)
     src_root = src_root.rstrip("/")
-    sizes = _adapter_files(src_fs, src_root)
+    sizes, digests = _adapter_files(src_fs, src_root)
     if "adapter_config.json" not in sizes:
         raise FileNotFoundError(f"no adapter_config.json under {source}: not a PEFT adapter folder")
     final = f"{dst_root.rstrip('/')}/{name}"
@@ -68,20 +71,35 @@ def copy_adapter(source: str, dest_dir: str, name: str, max_file_bytes: int = DE
     for filename, size in sizes.items():
         copy_file(src_fs, f"{src_root}/{filename}", dst_fs, f"{final}/{filename}", expected_bytes=size,
                   max_bytes=max_file_bytes)
+        if filename in digests and _sha256(dst_fs, f"{final}/{filename}") != digests[filename]:
+            dst_fs.rm(final, recursive=True)
+            raise ValueError(f"{source}/{filename} does not match the SHA-256 of its manifest: "
+                             "a corrupt version, not loaded")
     return final
 
 
-def _adapter_files(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, int | None]:
-    """The adapter files to copy from ``root`` with their manifest sizes: those a bucket
-    version's manifest lists, or (a plain PEFT folder, no manifest) those it holds, size unknown."""
+def _sha256(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _adapter_files(fs: fsspec.AbstractFileSystem, root: str) -> tuple[dict[str, int | None], dict[str, str]]:
+    """The adapter files to copy from ``root`` with their manifest sizes (those a bucket
+    version's manifest lists, or, a plain PEFT folder with no manifest, those it holds, size
+    unknown), and the SHA-256 the manifest gives of each."""
     if fs.exists(f"{root}/{MANIFEST}"):
         meta = json.loads(read_bounded(fs, f"{root}/{MANIFEST}", 16 << 20))
         files = meta.get("files") if isinstance(meta, dict) else None
         if not isinstance(files, dict):
             raise ValueError(f"{root}/{MANIFEST} lists no files")
         try:
-            return {n: int(e["size"]) for n, e in files.items() if ADAPTER_FILES.match(n)}
+            sizes: dict[str, int | None] = {n: int(e["size"]) for n, e in files.items() if ADAPTER_FILES.match(n)}
+            digests = {n: str(e["sha256"]) for n, e in files.items() if n in sizes and "sha256" in e}
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{root}/{MANIFEST}: a file entry without a size ({exc})") from exc
+        return sizes, digests
     names = (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
-    return {n: None for n in names if ADAPTER_FILES.match(n)}
+    return {n: None for n in names if ADAPTER_FILES.match(n)}, {}

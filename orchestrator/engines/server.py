@@ -13,11 +13,19 @@ replica on another machine loads straight from the bucket (``train --cluster``'s
 Loading a name that is already loaded succeeds without reloading: adapter names carry their
 policy version (``<run>-v000003``), so the same name is the same weights (a restarted shard
 loads again what its replica holds).
+
+The admin routes (load, unload) change what every rollout samples from, so a web page must never
+reach them (a browser task's page runs on the same host): they refuse any request a browser
+made (one carrying an ``Origin`` or ``Sec-Fetch-*`` header: browsers set these, and page
+scripts cannot remove them) with 403, and, when the app has an ``admin_token``, any request
+without ``Authorization: Bearer <admin_token>`` with 401. ``gymfleet serve`` always sets one
+(``--admin-token-file``, a 0600 file no page can read).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import shutil
 import time
 import uuid
@@ -70,13 +78,36 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status_code=status)
 
 
-def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache: Path | None = None) -> Starlette:
+BROWSER_HEADERS = ("origin", "sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest")
+"""Headers a browser adds to every request of a page (and a page cannot take off)."""
+
+
+def admin_refusal(request: Request, admin_token: str | None) -> Response | None:
+    """Why an admin request (load/unload) is refused, as its response; None when it may go.
+
+    403 when a browser sent it (:data:`BROWSER_HEADERS`), 401 when ``admin_token`` is set and the
+    request does not carry ``Authorization: Bearer <admin_token>`` (compared in constant time).
+    """
+    if any(h in request.headers for h in BROWSER_HEADERS):
+        return error_response(403, "admin routes refuse requests made by a web page", "PermissionDeniedError")
+    if admin_token is not None:
+        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), admin_token.encode()):
+            return error_response(401, "admin routes need Authorization: Bearer <admin token> "
+                                  "(gymfleet serve --admin-token-file)", "AuthenticationError")
+    return None
+
+
+def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache: Path | None = None,
+              admin_token: str | None = None) -> Starlette:
     """The ASGI app serving ``engine`` under the base model name ``served_model_name``.
 
     Args:
         adapter_cache: a local folder where adapters given as fsspec URLs are copied before they
             load (and removed when unloaded); None: ``lora_path`` must be a path this machine
             reads (as with vLLM).
+        admin_token: the bearer token load/unload requests must carry; None: no token (requests
+            from web pages are refused all the same).
     """
     copies: dict[str, Path] = {}
 
@@ -101,6 +132,8 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
         return JSONResponse(_completion_body(engine, body, generation))
 
     async def load_lora_adapter(request: Request) -> Response:
+        if (refused := admin_refusal(request, admin_token)) is not None:
+            return refused
         try:
             body = LoadLoRARequest.model_validate(await request.json())
             if body.lora_name in engine.adapters:  # names carry their version: the same weights
@@ -123,6 +156,8 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
 
     async def unload_lora_adapter(request: Request) -> Response:
+        if (refused := admin_refusal(request, admin_token)) is not None:
+            return refused
         try:
             body = UnloadLoRARequest.model_validate(await request.json())
             await engine.unload_adapter(body.lora_name)

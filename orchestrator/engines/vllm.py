@@ -33,7 +33,7 @@ import asyncio
 from typing import Any, Literal
 
 import httpx
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.core.strict import StrictModel
@@ -84,6 +84,10 @@ class VLLMEngineConfig(StrictModel):
     published, which it must be able to read (same machine, or a shared filesystem)."""
     adapter_dir_on_replica: str | None = None
     """``adapter_dir`` as the replica itself sees it; None: the path part of ``adapter_dir``."""
+    admin_token: SecretStr | None = None
+    """Sent as ``Authorization: Bearer`` with every request: the admin token of a ``gymfleet
+    serve`` replica (the content of its ``--admin-token-file``), or a vLLM server's ``--api-key``.
+    None: no header (a server without a token)."""
     replica_reads_urls: bool = False
     """The replica copies an adapter given as an fsspec URL from the bucket itself (``gymfleet
     serve`` replicas made with an adapter cache, such as ``train --cluster``'s replica actors; vLLM
@@ -133,7 +137,9 @@ class VLLMEngine:
         self.limits = limits or ReplicaLimits()
         self.name = config.name or config.base_url
         timeout = httpx.Timeout(self.limits.request_timeout_s, connect=config.connect_timeout_s)
-        self._client = httpx.AsyncClient(base_url=config.base_url, timeout=timeout, transport=transport)
+        headers = {"Authorization": f"Bearer {config.admin_token.get_secret_value()}"} if config.admin_token else None
+        self._client = httpx.AsyncClient(base_url=config.base_url, timeout=timeout, transport=transport,
+                                         headers=headers)
 
     async def __aenter__(self) -> VLLMEngine:
         return self

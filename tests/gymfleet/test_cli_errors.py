@@ -141,12 +141,14 @@ def test_a_disk_that_fills_mid_run_stops_with_one_line_and_resume_finishes(tmp_p
 
 
 def test_an_adapter_every_replica_refuses_is_skipped_and_the_run_goes_on_to_its_report(tmp_path: Path) -> None:
+    """The run goes on to its report, then exits 3 with the reason: its policy could not load."""
     config = tiny_train_config(tmp_path, "refused",
                                policy={"kind": "import", "factory": "tests.orchestrator.fakes:adapter_refusing_gateway"},
                                adapter_load={"attempts": 2, "retry_wait_s": 0.05})
     done = invoke("train", str(config), "--no-progress")
-    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.returncode == 3, (done.stdout, done.stderr)
     said = " ".join(done.stderr.split())  # rich wraps long lines
+    assert "the policy could not be loaded: v" in said and "Traceback" not in said, done.stderr
     assert "skipped" in said and "v0 keeps being served, the run goes on" in said, done.stderr
     assert "adapter versions not loaded: v1" in said and "(engines serve v0)" in said, done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())

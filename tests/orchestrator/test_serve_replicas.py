@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(600)]
 BASE = "smollm2-135m"
 CONTEXT = 512
 SAMPLING = SamplingParams(temperature=0.7, max_new_tokens=6, seed=3)
+ADMIN_TOKEN = "replica-admin-token"
+"""The admin token every replica of these tests takes (``--admin-token-file``)."""
 
 
 def _free_port() -> int:
@@ -62,10 +64,13 @@ def serve_replicas(folder: Path, extra_args: list[list[str]]) -> Iterator[list[t
     """One `gymfleet serve` process per entry of ``extra_args`` (its own flags), healthy before it
     yields; each is thawed (SIGCONT, in case a test froze it), terminated, then killed if it lingers."""
     urls, procs, logs = [], [], []
+    token_file = folder / "admin-token"
+    token_file.write_text(ADMIN_TOKEN + "\n")
     for i, extra in enumerate(extra_args):
         port, log = _free_port(), folder / f"replica{i}.log"
         cmd = [sys.executable, "-m", "gymfleet.cli", "serve", "--port", str(port), "--name", f"replica{i}",
-               "--served-model-name", BASE, "--threads", "1", "--max-context-tokens", str(CONTEXT), *extra]
+               "--served-model-name", BASE, "--threads", "1", "--max-context-tokens", str(CONTEXT),
+               "--admin-token-file", str(token_file), *extra]
         procs.append(subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT))
         urls.append(f"http://127.0.0.1:{port}")
         logs.append(log)
@@ -94,7 +99,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[st
 
 
 def clients(replicas: list[tuple[str, Any]], timeout_s: float = 120.0) -> list[VLLMEngine]:
-    return [VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name=f"replica{i}"),
+    return [VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name=f"replica{i}", admin_token=ADMIN_TOKEN),
                        limits=ReplicaLimits(request_timeout_s=timeout_s))
             for i, (url, _) in enumerate(replicas)]
 
