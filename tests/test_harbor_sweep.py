@@ -61,7 +61,7 @@ def test_a_dry_run_marks_malformed_tasks_invalid_and_counts_reasons_by_kind(swee
     # a non-UTF-8 instruction.md crashed the sweep with a raw UnicodeDecodeError and no summary
     task(tmp_path, "plain", "FROM ubuntu:24.04\n")
     for name in ("bad-a", "bad-b"):
-        (task(tmp_path, name, "FROM ubuntu:24.04\n") / "task.toml").write_text("[verifier]\ntimeout_secs = 1\n")
+        (task(tmp_path, name, "FROM ubuntu:24.04\n") / "task.toml").write_text("[verifier]\ntimeout_sec = \"soon\"\n")
     (task(tmp_path, "latin1", "FROM ubuntu:24.04\n") / "instruction.md").write_bytes("Café\n".encode("latin-1"))
     assert sweep.main([str(tmp_path), "--dry-run"]) == 0
     result = json.loads(capsys.readouterr().out)

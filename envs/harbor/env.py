@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self, TypeAlias
 from pydantic import Field, field_validator
 
 from gymfleet.envs.actions import bash_block
+from gymfleet.envs.errors import TaskError
 from gymfleet.envs.resources import Catalogue, EnvResources, SharedResource
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
@@ -21,15 +22,16 @@ from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.shell import PersistentShell
 from gymfleet.envs.harbor.build import HarborImageBuilder, TaskImage
 from gymfleet.envs.harbor.grader import run_verifier
-from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, load_tasks
+from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, TaskSet, load_task_set
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 """Two tiny tasks written here (one per layout): the family's default, for `gymfleet envs check`."""
 SOLUTION_DIR = "/solution"
 NO_INTERNET_NOTE = "the task allows internet; gymfleet sandboxes run without network"
+"""``info['network_note']`` when the task asked for network (``info['allow_internet']`` is the bool)."""
 
 
-class HarborTasks(Catalogue[tuple[str, tuple[str, ...]], dict[str, HarborTask]]):
+class HarborTasks(Catalogue[tuple[str, tuple[str, ...]], TaskSet]):
     """Parsed Harbor task folders by (path, chosen ids), once per process (``resources.get(HarborTasks)``)."""
 
 
@@ -141,8 +143,9 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
         key = (str(cfg.path), tuple(cfg.task_ids or ()))
-        load = lambda: load_tasks(cfg.path, cfg.task_ids)  # noqa: E731
-        self.tasks: dict[str, HarborTask] = resources.get(HarborTasks).load(key, load) if resources else load()
+        load = lambda: load_task_set(cfg.path, cfg.task_ids)  # noqa: E731
+        self.task_set: TaskSet = resources.get(HarborTasks).load(key, load) if resources else load()
+        self.tasks: dict[str, HarborTask] = self.task_set.tasks
         self._builder = resources.get(HarborBuilder).builder if resources else HarborImageBuilder()
         self._images: dict[str, TaskImage] = {}
 
@@ -152,6 +155,17 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     def instances(self) -> dict[str, HarborTask]:
         return self.tasks
+
+    def instance(self, instance_id: str) -> HarborTask:
+        """The task ``instance_id``.
+
+        Raises:
+            TaskError: it was skipped as malformed when the folder was read (the message says why).
+            KeyError: no such task (the message lists the known ones).
+        """
+        if instance_id in self.task_set.skipped:
+            raise TaskError(f"task {instance_id!r} was skipped as invalid: {self.task_set.skipped[instance_id]}")
+        return super().instance(instance_id)
 
     def gold_actions(self, instance: HarborTask) -> list[str]:
         """Copies ``solution/`` (TB1: ``solution.sh``) to ``/solution`` and runs it, as Harbor's
@@ -164,7 +178,8 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         if script is None:
             raise NoSolutionError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
         files = sorted(p for p in script.parent.rglob("*") if p.is_file()) if instance.layout == "harbor" else [script]
-        lines = [f"mkdir -p {SOLUTION_DIR}"]
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in instance.solution_env.items() if k.isidentifier()]
+        lines.append(f"mkdir -p {SOLUTION_DIR}")
         for path in files:
             target = f"{SOLUTION_DIR}/{path.relative_to(script.parent).as_posix()}"
             data = base64.b64encode(path.read_bytes()).decode()
@@ -187,7 +202,7 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     async def sandbox_spec(self, instance: HarborTask, backend: str) -> SandboxSpec:
         image = await self.task_image(instance)
-        return SandboxSpec(image=image.tag, workdir=instance.workdir or image.workdir, network=False,
+        return SandboxSpec(image=image.tag, workdir=instance.workdir or image.workdir, network=False, env=instance.env,
                            cpus=instance.cpus, memory_mb=instance.memory_mb, disk_mb=instance.storage_mb,
                            pids_limit=self.config.pids_limit, max_output_bytes=self.config.max_output_bytes)
 
@@ -196,9 +211,12 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         image = self._images[task.name]
         ep.state = HarborState(PersistentShell(ep.sandbox, "/tmp/.gymfleet"))
         info: dict[str, Any] = {"layout": task.layout, "image": image.tag, "base_substitution": image.base_substitution,
-                                "max_turns": self.turn_limit(ep), "network": False}
+                                "max_turns": self.turn_limit(ep), "network": False,
+                                "allow_internet": task.allow_internet}
         if task.allow_internet:
-            info["allow_internet"] = NO_INTERNET_NOTE
+            info["network_note"] = NO_INTERNET_NOTE
+        if task.notes or task.unknown_keys:
+            info["task_toml"] = {"notes": task.notes, "unknown_keys": task.unknown_keys}
         observation = (f"Task: {task.name}\n\n{task.instruction.strip()}\n\n"
                        f"(You have {self.turn_limit(ep)} turns and {task.agent_timeout_s:g} s of command time. "
                        "There is no network.)")

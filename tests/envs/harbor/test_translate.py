@@ -42,18 +42,6 @@ def test_glob_and_task_ids_select() -> None:
         load_tasks(EXAMPLES_DIR, ["nope"])
 
 
-def test_unknown_key_in_a_read_section_is_refused_but_unknown_sections_are_kept(tmp_path: Path) -> None:
-    task = tmp_path / "t"
-    (task / "tests").mkdir(parents=True)
-    (task / "instruction.md").write_text("x")
-    (task / "tests/test.sh").write_text("true")
-    (task / "task.toml").write_text("[verifier]\ntimeout_sec = 5\ntimeout_secs = 9\n")
-    with pytest.raises(TaskError, match="verifier.timeout_secs"):
-        load_task(task)
-    (task / "task.toml").write_text("[verifier]\ntimeout_sec = 5\n[future_section]\nx = 1\n")
-    assert load_task(task).extra == {"future_section": {"x": 1}}
-
-
 def test_compose_tasks_are_refused_in_one_line() -> None:
     task = load_task(TASKS / "compose-task")
     assert task.refusal is not None and "docker-compose" in task.refusal and "\n" not in task.refusal
@@ -136,7 +124,7 @@ def test_official_tb2_environment_keys_load_as_harbor_reads_them(tmp_path: Path)
     half = load_task(_harbor_task(tmp_path / "half", '[environment]\nmemory = "512M"\nstorage_mb = 700\n'))
     assert (half.memory_mb, half.storage_mb) == (512, 700)
     gpu = load_task(_harbor_task(tmp_path / "gpu", '[environment]\ngpus = 1\ngpu_types = ["H100"]\n'))
-    assert gpu.refusal == "needs 1 GPU(s); sandboxes here have none"
+    assert gpu.refusal == "not supported here: environment.gpus = 1 (sandboxes here have no GPU)"
     with pytest.raises(TaskError, match="environment.memory") as caught:
         load_task(_harbor_task(tmp_path / "bad", '[environment]\nmemory = "lots"\n'))
     assert "\n" not in str(caught.value)
@@ -158,13 +146,13 @@ def test_verifier_fetches_split_over_continuation_lines_are_found() -> None:
 
 def test_a_folder_of_tasks_loads_the_good_ones_and_warns_of_each_bad_one(tmp_path: Path, caplog) -> None:
     _harbor_task(tmp_path / "good", "[verifier]\ntimeout_sec = 5\n")
-    _harbor_task(tmp_path / "bad-toml", "[verifier]\ntimeout_secs = 5\n")
+    _harbor_task(tmp_path / "bad-toml", "[verifier]\ntimeout_sec = \"soon\"\n")
     _harbor_task(tmp_path / "latin1", "", instruction="Café\n".encode("latin-1"))
     with caplog.at_level("WARNING", logger="gymfleet.envs.harbor.task"):
         assert list(load_tasks(tmp_path)) == ["good"]
     warned = sorted(r.getMessage() for r in caplog.records)
     assert len(warned) == 2 and all("\n" not in w for w in warned)
-    assert warned[0].startswith("skipping task 'bad-toml'") and "verifier.timeout_secs" in warned[0]
+    assert warned[0].startswith("skipping task 'bad-toml'") and "verifier.timeout_sec" in warned[0]
     assert warned[1].startswith("skipping task 'latin1'") and "instruction.md is not UTF-8" in warned[1]
     with pytest.raises(TaskError, match="instruction.md is not UTF-8") as caught:
         load_task(tmp_path / "latin1")
