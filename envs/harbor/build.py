@@ -13,6 +13,7 @@ import collections
 import hashlib
 import io
 import platform
+import re
 import subprocess
 import sys
 import tarfile
@@ -29,7 +30,7 @@ from filelock import FileLock
 
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.harbor.dockerfile import (
-    SUITES, Translation, UnbuildableError, VerifierStaging, staging_lines, translate, user_folder_lines,
+    STAGING_FAILED, SUITES, Translation, UnbuildableError, VerifierStaging, staging_lines, translate, user_folder_lines,
     verifier_staging,
 )
 from gymfleet.envs.harbor.task import HarborTask
@@ -233,8 +234,18 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
     tar.addfile(info, io.BytesIO(data))
 
 
+_CHATTER = re.compile(r"^(?: ?---> |Removing intermediate container|Step \d+/\d+ :|Running in |Successfully |Sending build context)")
+_ERROR_LINE = re.compile(r"(?:^E: |^ERROR|\berror\b|\bError\b|No matching distribution|Unable to locate package|"
+                         r"^fatal:|command not found|No such file or directory)")
+
+
 def _one_line(error: str, tail: collections.abc.Iterable[str]) -> str:
-    """The build's failure on one line: the error, and the last meaningful log line."""
-    last = next((line.strip() for line in reversed(list(tail)) if line.strip() and not line.startswith(" ---")), "")
+    """The build's failure on one line: Docker's error, and the log line that says why (a
+    staging step's own message, else the last line that reads as an error, else the last line
+    that is not Docker's own chatter such as ``Removing intermediate container``)."""
+    lines = [line.strip() for line in tail if line.strip() and not _CHATTER.match(line.strip())]
+    why = (next((line for line in reversed(lines) if STAGING_FAILED in line), None)
+           or next((line for line in reversed(lines) if _ERROR_LINE.search(line)), None)
+           or (lines[-1] if lines else ""))
     text = " ".join(error.split())
-    return f"{text[:300]}" + (f" (last log line: {last[:200]})" if last and last not in text else "")
+    return f"{text[:300]}" + (f" ({why[:300]})" if why and why not in text else "")

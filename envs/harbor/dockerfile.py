@@ -46,6 +46,8 @@ class Base:
     """Debian packages installed on top."""
     python: bool = False
     """Make ``python``/``pip`` the Debian ``python3``/``pip3`` (and let pip install system-wide)."""
+    note: str = ""
+    """How the stand-in differs from the original where it matters (another ``python3``)."""
     ubuntu: bool = False
     """It stands in for an Ubuntu image, whose apt sources hold every component (main, universe,
     restricted, multiverse): Debian's ``contrib`` and ``non-free`` are enabled to match."""
@@ -76,12 +78,55 @@ def nearest_python_suite(version: str) -> str:
     return min(PYTHONS.items(), key=lambda kv: (abs(kv[0][1] - wanted[1]) + 100 * abs(kv[0][0] - wanted[0]), -kv[0][1]))[1]
 
 
+OFFICIAL_MIRRORS = ("docker.io/library/", "index.docker.io/library/", "registry-1.docker.io/library/",
+                    "public.ecr.aws/docker/library/", "mirror.gcr.io/library/", "mirror.gcr.io/")
+"""Registries that serve Docker's official images under their own names (AWS's and Google's
+mirrors, which task templates use to dodge Docker Hub's rate limits): ``<mirror><image>`` is
+``<image>``."""
+
+
+def official_name(ref: str) -> str:
+    """``public.ecr.aws/docker/library/python:3.12`` -> ``python:3.12``: a reference to an
+    official image through a mirror (:data:`OFFICIAL_MIRRORS`), as the image itself; any other
+    reference unchanged."""
+    for mirror in OFFICIAL_MIRRORS:
+        if ref.startswith(mirror) and "/" not in ref[len(mirror):]:
+            return ref[len(mirror):]
+    return ref.removeprefix("library/")
+
+
+def python_suite(tag: str) -> tuple[str, str]:
+    """The release standing in for ``python:<tag>``, and a note when its ``python3`` is not the
+    tag's. A release the tag names (``3.11-slim-bookworm``) is kept unless its ``python3`` is
+    older than the tag's (``3.12-slim-bookworm``: bookworm has 3.11), since code written for 3.X
+    runs on a newer Python far more often than on an older one; then the nearest release with a
+    newer ``python3`` (trixie: 3.13) stands in, and the note says so."""
+    named = next((s for s in SUITES if s in tag), None)
+    match = re.match(r"(\d+)\.(\d+)", tag)
+    if match is None:
+        return named or "bookworm", ""
+    wanted = (int(match.group(1)), int(match.group(2)))
+    by_suite = {suite: version for version, suite in PYTHONS.items()}
+    if named and by_suite[named] >= wanted:
+        suite = named
+    elif named:
+        newer = [(v, s) for v, s in PYTHONS.items() if v >= wanted]
+        suite = min(newer)[1] if newer else max(PYTHONS.items())[1]
+    else:
+        suite = nearest_python_suite(tag)
+    have = by_suite[suite]
+    note = f"python3 is {have[0]}.{have[1]}, not {wanted[0]}.{wanted[1]}" if have != wanted else ""
+    if named and suite != named:
+        note += f"; Debian {suite}, not {named}"
+    return suite, note
+
+
 def substitute(image: str) -> Base | None:
     """The base that stands in for the public ``image``, or None when there is none.
 
     A digest (``ubuntu:24.04@sha256:...``) is ignored: the substitute is the tag's stand-in
     either way, and the caller records the original reference, digest included."""
-    ref = image.lower().partition("@")[0]
+    ref = official_name(image.lower().partition("@")[0])
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     name = repo.split("/")[-1]
     suite: str | None
@@ -92,20 +137,20 @@ def substitute(image: str) -> Base | None:
         version = re.sub(r"^ubuntu-", "", name)
         suite = UBUNTU.get(version) or DEBIAN.get(re.sub(r"^debian-", "", name))
         return Base(SUITES[suite], TBENCH, ubuntu=version in UBUNTU) if suite else None
-    if repo in ("python", "library/python", "docker.io/library/python"):
-        suite = next((s for s in SUITES if s in tag), None) or nearest_python_suite(tag)
+    if repo == "python":
+        suite, note = python_suite(tag)
         extra = () if "slim" in tag else ("python3-dev", *BUILDPACK)
-        return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *extra), python=True)
-    if repo in ("ubuntu", "library/ubuntu", "docker.io/library/ubuntu"):
+        return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *extra), python=True, note=note)
+    if repo == "ubuntu":
         suite = UBUNTU.get(tag) or UBUNTU.get(tag.split(".")[0] + ".04")
         return Base(SUITES[suite], ubuntu=True) if suite else None
-    if repo in ("debian", "library/debian", "docker.io/library/debian"):
+    if repo == "debian":
         suite = next((s for key, s in DEBIAN.items() if tag.startswith(key)), None)
         return Base(SUITES[suite]) if suite else None
-    if repo in ("buildpack-deps", "library/buildpack-deps"):
+    if repo == "buildpack-deps":
         suite = UBUNTU.get(tag.split("-")[0]) or DEBIAN.get(tag.split("-")[0]) or "bookworm"
         return Base(SUITES[suite], BUILDPACK, ubuntu=tag.split("-")[0] in UBUNTU and tag.split("-")[0] not in DEBIAN)
-    if repo in ("node", "library/node"):
+    if repo == "node":
         suite = next((s for s in SUITES if s in tag), "bookworm")
         return Base(SUITES[suite], ("nodejs", "npm", *BUILDPACK))
     return None
@@ -204,7 +249,8 @@ def _from_lines(rest: str, args: dict[str, str], stages: set[str], base_tags: di
         raise UnbuildableError(f"FROM {image} cannot be pulled here and has no Debian substitute")
     tag = base_tags.get(base.image, f"gymfleet/{base.image}:latest")
     result.bases.append(base.image)
-    result.substitutions.append(f"{image} -> gymfleet/{base.image}" + (f" (+{' '.join(base.packages)})" if base.packages else ""))
+    result.substitutions.append(f"{image} -> gymfleet/{base.image}" + (f" (+{' '.join(base.packages)})" if base.packages else "")
+                                + (f" [{base.note}]" if base.note else ""))
     return [f"FROM {tag}{suffix}", *prelude(base, host_ca)]
 
 
@@ -228,6 +274,11 @@ def prelude(base: Base, host_ca: bool) -> list[str]:
 
 _UV_SCRIPT = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 _APT = re.compile(r"\bapt(?:-get)?\s+install\s+([^;&|]+)")
+_NO_CACHE_FLAGS = ("--no-cache", "--no-cache-dir", "-n")
+"""uv's flags for a throw-away cache (``--no-cache-dir`` is its pip-compatible alias; ``-n`` its
+short form, read only among uv's own options): replayed as given, staging filled nothing."""
+_NO_CACHE = re.compile(r"[ \t]+--no-cache(?:-dir)?(?=\s|$)")
+_UV_LINE = re.compile(r"^\s*(?:\w+=\S*\s+)*(?:uvx|uv)\s")
 _REPLAY = re.compile(r"^\s*(?:pip3?|python3?\s+-m\s+pip|uv\s+pip|uv)\s+(?:install|add|init|venv|sync)\b")
 
 
@@ -295,7 +346,7 @@ def verifier_staging(script: str) -> VerifierStaging:
             if re.search(r"(?:-p|--python)[ =]3\.\d+", line):  # uv finds the release's python3; none is downloaded
                 staging.apt_packages.append("python3")
         elif _REPLAY.match(line) and "-r " not in line and "/tests" not in line and "$" not in line:
-            staging.replay.append(line)
+            staging.replay.append(_NO_CACHE.sub("", line).strip())
     staging.apt_packages = list(dict.fromkeys(staging.apt_packages))
     return staging
 
@@ -306,18 +357,43 @@ def _uvx_warmup(line: str) -> str | None:
         words = shlex.split(line)
     except ValueError:
         return None
-    if not words or words[0] not in ("uvx", "uv") or (words[0] == "uv" and words[1:2] != ["tool"]):
+    if not words or words[0] not in ("uvx", "uv"):
         return None
-    start = 1 if words[0] == "uvx" else 3 if words[2:3] == ["run"] else None
+    start = {"uvx": 1}.get(words[0]) or (3 if words[1:3] == ["tool", "run"] else 2 if words[1:2] == ["run"] else None)
     if start is None:
         return None
-    with_value = {"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--index-url"}
+    words = [w for w in words if w not in _NO_CACHE_FLAGS]  # the warm-up must fill the cache
+    with_value = {"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--index-url",
+                  "--cache-dir", "--directory", "--project"}
     i = start
     while i < len(words) and words[i].startswith("-"):
         i += 2 if words[i] in with_value else 1
     if i >= len(words) or any("$" in w or w.startswith("/tests") for w in words[start:i + 1]):
         return None
+    if words[1:2] == ["run"] and not {"-w", "--with"} & set(words[start:i]) and not any(w.startswith("--with=") for w in words[start:i]):
+        return None  # `uv run` of the project: its `uv add` lines are what stages it
     return shlex.join([*words[:i + 1], "--version"])
+
+
+def offline_script(script: str) -> str:
+    """``script`` (a verifier's ``test.sh``) as it runs offline here: ``--no-cache`` and
+    ``--no-cache-dir`` dropped from its ``uv``/``uvx`` commands (continuation lines included),
+    since a throw-away cache holds none of what staging put in uv's cache and ``UV_OFFLINE``
+    then finds nothing. Nothing else changes; a script without them is returned as is."""
+    out: list[str] = []
+    uv = continued = False
+    for raw in script.splitlines(keepends=True):
+        body = raw.rstrip("\r\n")
+        uv = uv if continued else bool(_UV_LINE.match(body))
+        if uv and _NO_CACHE.search(body):
+            raw = _NO_CACHE.sub("", body) + raw[len(body):]
+        continued = body.rstrip().endswith("\\")
+        out.append(raw)
+    return "".join(out)
+
+
+STAGING_FAILED = "gymfleet: the verifier's fetch could not be staged at build time: "
+"""How a failed staging step starts its error line (the build fails on it)."""
 
 
 def staging_lines(staging: VerifierStaging, final_user: str | None) -> list[str]:
@@ -331,8 +407,9 @@ def staging_lines(staging: VerifierStaging, final_user: str | None) -> list[str]
     if staging.uv_version:
         lines.append("COPY gymfleet-stage/uv gymfleet-stage/uvx gymfleet-stage/env /root/.local/bin/")
     if staging.replay:
-        body = "; ".join(staging.replay)
-        lines.append(f'RUN export PATH="/root/.local/bin:$PATH" UV_PYTHON_DOWNLOADS=never; d=$(mktemp -d); cd "$d"; {{ {body}; }} || true; cd /; rm -rf "$d"')
+        # each step must work: a failed one left the verifier to fail offline, silently (it was `|| true`)
+        body = " ".join(f"{cmd} || {{ echo {shlex.quote(STAGING_FAILED + cmd)} >&2; exit 1; }};" for cmd in staging.replay)
+        lines.append(f'RUN export PATH="/root/.local/bin:$PATH" UV_PYTHON_DOWNLOADS=never; d=$(mktemp -d); cd "$d"; {body} cd /; rm -rf "$d"')
     if final_user:
         lines.append(f"USER {final_user}")
     return lines
@@ -355,6 +432,15 @@ def user_folder_lines(final_user: str | None) -> list[str]:
             f"USER {final_user}"]
 
 
+VERIFIER_APT_DIR = "/logs/gymfleet-apt"
+VERIFIER_APT_FILES = {
+    f"{VERIFIER_APT_DIR}/apt.conf": f'Dir::Etc::main "{VERIFIER_APT_DIR}/last.conf";\n'.encode(),
+    f"{VERIFIER_APT_DIR}/last.conf": b'Acquire::Retries "0";\n',
+}
+"""Put beside the tests at grading: apt reads ``$APT_CONFIG`` first, ``apt.conf.d`` next and
+``Dir::Etc::main`` last, so pointing main at ``last.conf`` turns off the base images' retries
+(``Acquire::Retries 5``, with back-off): an offline ``apt-get update`` in a verifier took 32 s,
+now about 1 s."""
 VERIFIER_OFFLINE_ENV = {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_RETRIES": "0",
-                        "PIP_DEFAULT_TIMEOUT": "5"}
-"""Environment of every verifier: uv reads its cache only, pip gives up fast."""
+                        "PIP_DEFAULT_TIMEOUT": "5", "APT_CONFIG": f"{VERIFIER_APT_DIR}/apt.conf"}
+"""Environment of every verifier: uv reads its cache only, pip and apt give up fast."""

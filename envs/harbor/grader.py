@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymfleet.envs.errors import SandboxFileError
-from gymfleet.envs.harbor.dockerfile import VERIFIER_OFFLINE_ENV
+from gymfleet.envs.harbor.dockerfile import VERIFIER_APT_DIR, VERIFIER_APT_FILES, VERIFIER_OFFLINE_ENV, offline_script
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.sandbox.bulk import folder_files, put_files
@@ -132,10 +132,15 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
 
 
 async def _verify(sandbox: Sandbox, task: HarborTask, workdir: str) -> VerifierReport:
-    await sandbox.exec(f"rm -rf {TESTS_DIR} {LOGS_DIR}; mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout_s=60)
-    files = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir).items()}
+    await sandbox.exec(f"rm -rf {TESTS_DIR} {LOGS_DIR} {VERIFIER_APT_DIR}; mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout_s=60)
+    files: dict[str, Any] = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir).items()}
+    files |= {path: (data, 0o644) for path, data in VERIFIER_APT_FILES.items()}
     if task.layout == "tb1":
         files[f"{TESTS_DIR}/run-tests.sh"] = (task.test_script.read_bytes(), 0o755)
+    script_path = f"{TESTS_DIR}/{task.test_script.name}"
+    if script_path in files:  # uv's throw-away cache flags dropped: the staged cache is all there is offline
+        data, mode = files[script_path]
+        files[script_path] = (offline_script(data.decode(errors="surrogateescape")).encode(errors="surrogateescape"), mode)
     await put_files(sandbox, files)
     script = f"{TESTS_DIR}/{'test.sh' if task.layout == 'harbor' else 'run-tests.sh'}"
     env = {**VERIFIER_OFFLINE_ENV, **task.verifier_env}

@@ -68,7 +68,7 @@ async def test_allow_internet_runs_without_network_and_says_so(docker_available:
     env = HarborEnv(sandbox="docker", path=str(TASKS), task_ids=["offline-task"])
     try:
         first, info = await env.reset_async(options={"instance_id": "offline-task", "max_turns": 2})
-        assert info["network"] is False and "without network" in info["allow_internet"]
+        assert info["network"] is False and info["allow_internet"] is True and "without network" in info["network_note"]
         assert "You have 2 turns" in first and info["max_turns"] == 2  # the run's lower limit is told
         observation, *_ = await env.step_async(probe)
         assert "OFFLINE" in observation

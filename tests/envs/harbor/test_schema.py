@@ -83,3 +83,14 @@ def test_a_cpu_count_that_is_not_finite_and_positive_is_one_line(tmp_path: Path,
     with pytest.raises(TaskError, match="environment.cpus") as caught:
         load_task(harbor_task(tmp_path / "t", f"[environment]\ncpus = {value}\n"))
     assert "\n" not in str(caught.value)
+
+
+def test_asking_for_a_task_skipped_as_invalid_says_why(tmp_path: Path) -> None:
+    # before: "unknown HarborEnv instance 'bad'", as if the folder were not there
+    harbor_task(tmp_path / "good", "")
+    harbor_task(tmp_path / "bad", '[verifier]\ntimeout_sec = "soon"\n')
+    env = HarborEnv(sandbox="local", path=str(tmp_path))
+    with pytest.raises(TaskError, match=r"task 'bad' was skipped as invalid: task.toml does not validate: verifier.timeout_sec"):
+        env.instance("bad")
+    with pytest.raises(KeyError, match="unknown"):
+        env.instance("nope")

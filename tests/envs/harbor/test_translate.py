@@ -185,3 +185,26 @@ def test_a_non_root_image_gets_a_verifier_log_folder_its_user_can_write() -> Non
     plan = HarborImageBuilder().plan(load_task(TASKS / "nonroot-user"))
     assert plan.dockerfile.endswith("USER root\nRUN mkdir -p /logs/verifier /solution && chmod 1777 /logs/verifier /solution\nUSER agent\n")
     assert "/logs/verifier" not in HarborImageBuilder().plan(load_task(TASKS / "offline-task")).dockerfile
+
+
+@pytest.mark.parametrize(("image", "same_as"), [
+    ("public.ecr.aws/docker/library/python:3.12-slim", "python:3.12-slim"),
+    ("public.ecr.aws/docker/library/ubuntu:24.04", "ubuntu:24.04"),
+    ("mirror.gcr.io/library/debian:bookworm-slim", "debian:bookworm-slim"),
+    ("mirror.gcr.io/ubuntu:22.04", "ubuntu:22.04"),
+    ("docker.io/library/node:20-bookworm", "node:20-bookworm"),
+])
+def test_registry_mirrors_of_official_images_resolve_like_the_images(image: str, same_as: str) -> None:
+    # before: "FROM public.ecr.aws/docker/library/... cannot be pulled here and has no Debian substitute"
+    found = substitute(image)
+    assert found is not None and found == substitute(same_as)
+    assert translate(f"FROM {image}\n", {}).substitutions[0].startswith(f"{image} -> gymfleet/{found.image}")
+    assert substitute("public.ecr.aws/acme/python:3.12") is None  # another author's image there is not Docker's
+
+
+def test_a_python_tag_never_gets_an_older_python_and_says_so() -> None:
+    # python:3.12-slim-bookworm got bookworm's Python 3.11, silently
+    newer = translate("FROM python:3.12-slim-bookworm\n", {}).substitutions[0]
+    assert "gymfleet/base-trixie" in newer and newer.endswith("[python3 is 3.13, not 3.12; Debian trixie, not bookworm]")
+    assert translate("FROM python:3.11-slim-bookworm\n", {}).substitutions[0].startswith("python:3.11-slim-bookworm -> gymfleet/base ")
+    assert "[" not in translate("FROM python:3.11-slim-bookworm\n", {}).substitutions[0]
