@@ -79,9 +79,14 @@ async def test_allow_internet_runs_without_network_and_says_so(docker_available:
 
 
 async def test_a_verifier_fetching_uv_and_pytest_grades_offline(docker_available: bool) -> None:
+    """A task in Harbor's newer schema, FROM a registry mirror, whose verifier runs uvx with
+    `--no-cache-dir`, `-w` and `--with`: before, it was refused (schema), then unbuildable
+    (mirror), then graded 0 (staging a no-op)."""
     reset_info, reward, info = await _gold(TASKS, "uvx-verifier")
-    assert reward == 1.0, info["grading"]["output_tail"]
-    assert reset_info["base_substitution"][0].startswith("ubuntu:24.04 -> gymfleet/base-trixie")
+    assert reward == 1.0, info["grading"]["output_tail"]  # the oracle wrote $ANSWER_FILE: [environment.env] applied
+    assert reset_info["base_substitution"][0].startswith(
+        "public.ecr.aws/docker/library/ubuntu:24.04 -> gymfleet/base-trixie")
+    assert reset_info["task_toml"]["unknown_keys"] == [] and reset_info["allow_internet"] is False
     _, reward, info = await _play(TASKS, "uvx-verifier", ["submit"])
     assert reward == 0.0 and info["grading"]["error"] is None
 
