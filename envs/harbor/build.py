@@ -30,7 +30,8 @@ from filelock import FileLock
 
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.harbor.dockerfile import (
-    STAGING_FAILED, SUITES, Translation, UnbuildableError, VerifierStaging, staging_lines, translate, user_folder_lines,
+    STAGING_FAILED, SUITES, Translation, UnbuildableError, VerifierStaging, entrypoint_lines, staging_lines,
+    translate, user_folder_lines,
     verifier_staging,
 )
 from gymfleet.envs.harbor.task import HarborTask
@@ -56,6 +57,7 @@ class TaskImage:
         base_substitution: per substituted FROM, ``"<original> -> <gymfleet base> (...)"``.
         workdir: the image's working directory (``/`` when it sets none).
         staging: what the verifier fetches, staged at build time.
+        entrypoint: the task's own ``ENTRYPOINT`` (reset in the image; the env starts it), or None.
     """
 
     tag: str
@@ -64,6 +66,7 @@ class TaskImage:
     base_substitution: list[str] = field(default_factory=list)
     workdir: str = "/"
     staging: VerifierStaging = field(default_factory=VerifierStaging)
+    entrypoint: list[str] | None = None
 
 
 @dataclass
@@ -109,7 +112,8 @@ class HarborImageBuilder:
         translation = translate(task.dockerfile.read_text(errors="replace"), base_tags or {})
         script = task.test_script.read_text(errors="replace") if task.test_script.is_file() else ""
         staging = verifier_staging(script)
-        extra = [*staging_lines(staging, translation.final_user), *user_folder_lines(translation.final_user)]
+        extra = [*staging_lines(staging, translation.final_user), *user_folder_lines(translation.final_user),
+                 *entrypoint_lines(translation)]
         dockerfile = translation.dockerfile + "\n".join(extra) + "\n"  # as before: cached tags stay valid
         digest = hashlib.sha256(dockerfile.encode())
         digest.update(f"uv {staging.uv_version}\n".encode())
@@ -142,7 +146,8 @@ class HarborImageBuilder:
             if built:
                 self._build(plan, tag)
         workdir = self.client.images.get(tag).attrs.get("Config", {}).get("WorkingDir") or "/"
-        return TaskImage(tag, built, time.monotonic() - started, plan.translation.substitutions, workdir, plan.staging)
+        return TaskImage(tag, built, time.monotonic() - started, plan.translation.substitutions, workdir, plan.staging,
+                         plan.translation.entrypoint)
 
     def _base_tags(self, task: HarborTask) -> dict[str, str]:
         """Ensures the gymfleet bases the task's FROMs need (a dry translation says which)."""

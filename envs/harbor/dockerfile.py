@@ -17,6 +17,7 @@ packages are installed or in uv's cache (``UV_OFFLINE=1`` at grading reads them 
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -165,12 +166,15 @@ class Translation:
         bases: gymfleet base images it builds FROM (to ensure first).
         substitutions: ``"<original> -> <gymfleet base> (+packages)"`` per substituted FROM.
         final_user: the last ``USER`` of the final stage, or None.
+        entrypoint: the final stage's ``ENTRYPOINT`` as an argv (shell form: ``/bin/sh -c``), or
+            None; see :func:`entrypoint_lines`.
     """
 
     dockerfile: str
     bases: list[str] = field(default_factory=list)
     substitutions: list[str] = field(default_factory=list)
     final_user: str | None = None
+    entrypoint: list[str] | None = None
 
 
 def logical_lines(text: str) -> list[str]:
@@ -212,6 +216,8 @@ def translate(text: str, base_tags: dict[str, str], host_ca: bool = True) -> Tra
     stages: set[str] = set()
     args: dict[str, str] = {}
     seen_from = False
+    alias: str | None = None
+    stage_entrypoints: dict[str | None, list[str] | None] = {}
     for line in logical_lines(text):
         keyword, _, rest = line.partition(" ")
         keyword = keyword.upper()
@@ -221,10 +227,16 @@ def translate(text: str, base_tags: dict[str, str], host_ca: bool = True) -> Tra
         if keyword != "FROM":
             if keyword == "USER":
                 result.final_user = rest.strip()
+            if keyword == "ENTRYPOINT":
+                result.entrypoint = exec_form(rest) or None
             out.append(line)
             continue
         seen_from = True
         result.final_user = None
+        words = [w for w in rest.split() if not w.startswith("--")]
+        stage_entrypoints[alias] = result.entrypoint
+        alias = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
+        result.entrypoint = stage_entrypoints.get(words[0].lower()) if words else None  # FROM an earlier stage inherits it
         out += _from_lines(rest, args, stages, base_tags, host_ca, result)
     if not seen_from:
         raise UnbuildableError("the Dockerfile has no FROM")
@@ -252,6 +264,41 @@ def _from_lines(rest: str, args: dict[str, str], stages: set[str], base_tags: di
     result.substitutions.append(f"{image} -> gymfleet/{base.image}" + (f" (+{' '.join(base.packages)})" if base.packages else "")
                                 + (f" [{base.note}]" if base.note else ""))
     return [f"FROM {tag}{suffix}", *prelude(base, host_ca)]
+
+
+def exec_form(rest: str) -> list[str]:
+    """An ``ENTRYPOINT``/``CMD`` argument as an argv: the JSON form as given, the shell form
+    under ``/bin/sh -c`` (as Docker runs it); empty for ``[]``."""
+    text = rest.strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+    return ["/bin/sh", "-c", text] if text else []
+
+
+ENTRYPOINT_ARGS = ["sh", "-c", "sleep infinity"]
+"""What Harbor's compose file starts a task's container with (``command``), after the image's
+entrypoint: an entrypoint that ends in ``exec "$@"`` becomes a harmless sleep."""
+
+
+def entrypoint_lines(translation: Translation) -> list[str]:
+    """``ENTRYPOINT []`` when the image has one: the sandbox's keep-alive must be PID 1 (an
+    entrypoint that does not ``exec "$@"`` stayed PID 1 beside it, and stopping the agent's
+    processes failed). The entrypoint is started as Harbor starts it by the env instead
+    (:data:`ENTRYPOINT_ARGS`; ``HarborEnv.prepare`` and the grader)."""
+    return ["ENTRYPOINT []"] if translation.entrypoint else []
+
+
+def entrypoint_command(argv: list[str]) -> str:
+    """A shell command that starts ``argv`` (an image's entrypoint) with :data:`ENTRYPOINT_ARGS`
+    in a session of its own, its output to ``/tmp/.gymfleet-entrypoint.log``, and gives it two
+    seconds to bring its services up."""
+    started = shlex.join([*argv, *ENTRYPOINT_ARGS])
+    return f"setsid nohup {started} >/tmp/.gymfleet-entrypoint.log 2>&1 </dev/null & sleep 2"
 
 
 def prelude(base: Base, host_ca: bool) -> list[str]:

@@ -21,6 +21,7 @@ from gymfleet.envs.terminal import prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.shell import PersistentShell
 from gymfleet.envs.harbor.build import HarborImageBuilder, TaskImage
+from gymfleet.envs.harbor.dockerfile import entrypoint_command
 from gymfleet.envs.harbor.grader import run_verifier
 from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, TaskSet, load_task_set
 
@@ -29,6 +30,11 @@ EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 SOLUTION_DIR = "/solution"
 NO_INTERNET_NOTE = "the task allows internet; gymfleet sandboxes run without network"
 """``info['network_note']`` when the task asked for network (``info['allow_internet']`` is the bool)."""
+
+
+STOPPED_NOTE = ("{n} process(es) left running were stopped before the tests (Harbor leaves them up): if the "
+                "tests probe a service the solution starts, list the task in keep_processes")
+"""``info['grading']['stopped_note']``: said when processes were stopped and the reward is below 1."""
 
 
 class HarborTasks(Catalogue[tuple[str, tuple[str, ...]], TaskSet]):
@@ -209,12 +215,16 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     async def prepare(self, ep: Episode) -> tuple[str, dict[str, Any]]:
         task = ep.instance
         image = self._images[task.name]
+        if image.entrypoint:  # as Harbor starts the container: the entrypoint's services up for the agent
+            await ep.sandbox.exec(entrypoint_command(image.entrypoint), timeout_s=60)
         ep.state = HarborState(PersistentShell(ep.sandbox, "/tmp/.gymfleet"))
         info: dict[str, Any] = {"layout": task.layout, "image": image.tag, "base_substitution": image.base_substitution,
                                 "max_turns": self.turn_limit(ep), "network": False,
                                 "allow_internet": task.allow_internet}
         if task.allow_internet:
             info["network_note"] = NO_INTERNET_NOTE
+        if image.entrypoint:
+            info["entrypoint"] = image.entrypoint
         if task.notes or task.unknown_keys:
             info["task_toml"] = {"notes": task.notes, "unknown_keys": task.unknown_keys}
         observation = (f"Task: {task.name}\n\n{task.instruction.strip()}\n\n"
@@ -238,9 +248,13 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     async def grade(self, ep: Episode, why: str) -> Graded:
         keep = any(fnmatch.fnmatchcase(ep.instance.name, glob) for glob in self.config.keep_processes)
-        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir, keep_processes=keep)
+        entrypoint = self._images[ep.instance.name].entrypoint
+        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir, keep_processes=keep,
+                                    entrypoint=entrypoint)
         outcome = f"grading error: {report.error}" if report.error else f"verifier reward {report.reward:g}"
         info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state.agent_time_s, 3)}
         if report.error:
             info["grading_error"] = report.error
+        if report.stopped_processes and report.reward < 1 and not keep:
+            info["grading"]["stopped_note"] = STOPPED_NOTE.format(n=len(report.stopped_processes))
         return Graded(report.reward, f"{why} Reward {report.reward:g} ({outcome}).", info)

@@ -41,7 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymfleet.envs.errors import SandboxFileError
-from gymfleet.envs.harbor.dockerfile import VERIFIER_APT_DIR, VERIFIER_APT_FILES, VERIFIER_OFFLINE_ENV, offline_script
+from gymfleet.envs.harbor.dockerfile import (
+    VERIFIER_APT_DIR, VERIFIER_APT_FILES, VERIFIER_OFFLINE_ENV, entrypoint_command, offline_script,
+)
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.sandbox.bulk import folder_files, put_files
@@ -100,7 +102,8 @@ class VerifierReport:
                 "reward_out_of_range": self.reward_out_of_range}
 
 
-async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_processes: bool = False) -> VerifierReport:
+async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_processes: bool = False,
+                       entrypoint: list[str] | None = None) -> VerifierReport:
     """Stops the agent's processes, then copies the task's tests where the agent's changes cannot
     reach the verifier's tools, runs them, stops what they started, and reads the reward.
 
@@ -111,6 +114,9 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
         keep_processes: leave the agent's processes running for the tests (they are killed
             after the tests, before the reward is read; and before them, when the verifier
             needs a fresh sandbox).
+        entrypoint: the image's own entrypoint, started again (from the verifier sandbox's
+            files) before the tests, so that the services it runs are up for them as in
+            Harbor; not when the agent's kept processes (its earlier run among them) are there.
 
     Raises:
         SandboxDamagedError: a process outlived the kill (the policy's doing: reward 0).
@@ -120,6 +126,8 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
     stopped = [] if keep_processes else await sandbox.stop_processes()
     verifier = await sandbox.verifier(carry_changes=True)
     try:
+        if entrypoint and not (keep_processes and verifier is sandbox):
+            await verifier.exec(entrypoint_command(entrypoint), timeout_s=60)
         report = await _verify(verifier, task, workdir)
     finally:
         if verifier is not sandbox:

@@ -116,3 +116,13 @@ async def test_a_task_with_a_non_root_user_runs_and_grades(docker_available: boo
     assert reward == 1.0 and info.get("grading_error") is None, info
     _, reward, info = await _play(TASKS, "nonroot-user", ["submit"])
     assert reward == 0.0 and info.get("grading_error") is None, info
+
+
+async def test_an_image_entrypoint_that_does_not_exec_its_arguments_runs_as_in_harbor(docker_available: bool) -> None:
+    # before: the entrypoint was PID 1 beside the keep-alive, stopping the agent's processes
+    # failed and every episode (no-op and oracle alike) could not be graded
+    reset_info, reward, info = await _gold(TASKS, "entrypoint-service")
+    assert reset_info["entrypoint"] == ["/usr/local/bin/start.sh"]
+    assert reward == 1.0 and info.get("grading_error") is None, info["grading"]  # its service up for agent and tests
+    _, reward, info = await _play(TASKS, "entrypoint-service", ["submit"])
+    assert reward == 0.0 and info.get("grading_error") is None, info["grading"]
