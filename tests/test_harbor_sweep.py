@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,46 @@ def test_a_dry_run_marks_malformed_tasks_invalid_and_counts_reasons_by_kind(swee
     assert result["summary"]["by_reason"] == {"task.toml does not validate": 2, "instruction.md is not UTF-8 text": 1}
     latin1 = next(r for r in result["rows"] if r["task"] == "latin1")
     assert latin1["outcome"] == "invalid" and "instruction.md is not UTF-8" in latin1["reason"]
+
+
+@pytest.mark.parametrize(("row", "fault"), [
+    ({"outcome": "invalid", "reason": "task 'x': task.toml does not validate: ..."}, "task"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: not supported here: environment.gpus = 1 (...)"}, "out of scope"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: FROM ghcr.io/a/b cannot be pulled here and has no Debian substitute"},
+     "out of scope"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: COPY failed: file not found", "needs": "debian/pypi/npm"}, "task"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: ... returned a non-zero code: 100", "needs": "other: github.com"},
+     "out of scope"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: ... returned a non-zero code: 100", "needs": "debian/pypi/npm"},
+     "gymfleet"),
+    ({"outcome": "nop scored > 0", "test_needs": "offline"}, "task"),
+    ({"outcome": "oracle scored < 1", "test_needs": "network: api.example.com"}, "out of scope"),
+    ({"outcome": "oracle scored < 1 (its processes were stopped)", "test_needs": "offline"}, "gymfleet"),
+    ({"outcome": "ok"}, "none"),
+])
+def test_each_failure_is_classified_with_a_reason(sweep, row, fault) -> None:
+    classified = sweep.classify(row)
+    assert classified["fault"] == fault and (fault == "none") == (classified["fault_reason"] == "")
+
+
+TASKS = Path(__file__).resolve().parent / "envs" / "harbor" / "tasks"
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)
+def test_the_sweep_says_when_stopped_processes_or_the_host_are_why(sweep, tmp_path, capsys, docker_available) -> None:
+    """A solution that leaves a service for its tests: the row says its processes were stopped,
+    and ``--keep-processes`` grades it 1; a task asking for more CPUs than the host has is a
+    sandbox that did not start (it was a verifier error)."""
+    big = tmp_path / "too-many-cpus"
+    shutil.copytree(TASKS / "offline-task", big)
+    (big / "task.toml").write_text("[environment]\ncpus = 4096\n")
+    assert sweep.main([str(TASKS / "service-task"), "--out", str(tmp_path / "a.json")]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["outcome"] == "oracle scored < 1 (its processes were stopped)" and row["fault"] == "gymfleet"
+    assert any("gymfleet-demo-service" in p for p in row["oracle"]["stopped_processes"])
+    assert sweep.main([str(TASKS / "service-task"), "--keep-processes", "service-*"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["outcome"] == "ok"
+    assert sweep.main([str(big)]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["outcome"] == "sandbox did not start" and row["fault"] == "out of scope", row
