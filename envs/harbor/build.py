@@ -30,9 +30,10 @@ from filelock import FileLock
 
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.harbor.dockerfile import (
-    STAGING_FAILED, SUITES, Translation, UnbuildableError, VerifierStaging, entrypoint_lines, staging_lines,
-    translate, user_folder_lines,
-    verifier_staging,
+    SUITES, Translation, UnbuildableError, entrypoint_lines, translate, user_folder_lines,
+)
+from gymfleet.envs.harbor.staging import (
+    STAGING_FAILED, VerifierStaging, staging_lines, verifier_staging,
 )
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.images import HOST_CA_BUNDLE, LABEL_IMAGE_HASH, ImageBuilder

@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymfleet.envs.errors import SandboxFileError
-from gymfleet.envs.harbor.dockerfile import (
-    VERIFIER_APT_DIR, VERIFIER_APT_FILES, VERIFIER_OFFLINE_ENV, entrypoint_command, offline_script,
-)
+from gymfleet.envs.harbor.dockerfile import entrypoint_command
+from gymfleet.envs.harbor.staging import VERIFIER_APT_DIR, VERIFIER_APT_FILES, VERIFIER_OFFLINE_ENV, offline_script
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.sandbox.bulk import folder_files, put_files

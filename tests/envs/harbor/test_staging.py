@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from gymfleet.envs.harbor.build import _one_line
-from gymfleet.envs.harbor.dockerfile import (
+from gymfleet.envs.harbor.staging import (
     STAGING_FAILED, VERIFIER_APT_FILES, offline_script, staging_lines, verifier_staging,
 )
 from gymfleet.envs.harbor.env import EXAMPLES_DIR

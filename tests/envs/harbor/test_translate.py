@@ -8,9 +8,8 @@ import pytest
 
 from gymfleet.envs.errors import TaskError
 from gymfleet.envs.harbor.build import HarborImageBuilder
-from gymfleet.envs.harbor.dockerfile import (
-    UnbuildableError, logical_lines, nearest_python_suite, substitute, translate, verifier_staging,
-)
+from gymfleet.envs.harbor.dockerfile import UnbuildableError, logical_lines, nearest_python_suite, substitute, translate
+from gymfleet.envs.harbor.staging import verifier_staging
 from gymfleet.envs.harbor.env import EXAMPLES_DIR
 from gymfleet.envs.harbor.grader import parse_reward_json, parse_reward_text
 from gymfleet.envs.harbor.task import load_task, load_tasks
