@@ -114,10 +114,10 @@ def python_suite(tag: str) -> tuple[str, str]:
     else:
         suite = nearest_python_suite(tag)
     have = by_suite[suite]
-    note = f"python3 is {have[0]}.{have[1]}, not {wanted[0]}.{wanted[1]}" if have != wanted else ""
+    notes = [f"python3 is {have[0]}.{have[1]}, not {wanted[0]}.{wanted[1]}"] if have != wanted else []
     if named and suite != named:
-        note += f"; Debian {suite}, not {named}"
-    return suite, note
+        notes.append(f"Debian {suite}, not {named}")
+    return suite, "; ".join(notes)
 
 
 def substitute(image: str) -> Base | None:

@@ -207,3 +207,4 @@ def test_a_python_tag_never_gets_an_older_python_and_says_so() -> None:
     assert "gymfleet/base-trixie" in newer and newer.endswith("[python3 is 3.13, not 3.12; Debian trixie, not bookworm]")
     assert translate("FROM python:3.11-slim-bookworm\n", {}).substitutions[0].startswith("python:3.11-slim-bookworm -> gymfleet/base ")
     assert "[" not in translate("FROM python:3.11-slim-bookworm\n", {}).substitutions[0]
+    assert translate("FROM python:3.13-slim-bookworm\n", {}).substitutions[0].endswith("[Debian trixie, not bookworm]")
