@@ -94,3 +94,14 @@ def test_asking_for_a_task_skipped_as_invalid_says_why(tmp_path: Path) -> None:
         env.instance("bad")
     with pytest.raises(KeyError, match="unknown"):
         env.instance("nope")
+
+
+def test_cpus_inf_at_the_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gymfleet.cli import app
+
+    folder = harbor_task(tmp_path / "t", "[environment]\ncpus = inf\n")
+    result = CliRunner().invoke(app, ["rollout", "--env", "gymfleet/Harbor-v0", "--env-arg", f"path={folder}",
+                                      "--env-arg", "sandbox=docker"])
+    assert result.exit_code == 2 and "environment.cpus" in result.output and "Traceback" not in result.output
