@@ -135,7 +135,10 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     * v0: initial version (Harbor and TB1 layouts, offline builds, staged verifier fetches);
       the verifier isolated from the agent's processes and tools (``keep_processes``); every
       Python import folder counted as the verifier's tools; ``reward.txt`` read before
-      ``reward.json``; TB1 graded on stdout, worst status and ``run-tests.sh``'s exit code.
+      ``reward.json``; TB1 graded on stdout, worst status and ``run-tests.sh``'s exit code;
+      ``task.toml`` read with Harbor's schema (unknown keys warned, ``[environment.env]``
+      applied); an image's entrypoint started as Harbor starts it, for the agent and the tests;
+      only start-up and configuration files withheld from the verifier.
     """
 
     config_class = HarborEnvConfig
