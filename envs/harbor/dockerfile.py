@@ -299,6 +299,13 @@ def entrypoint_command(argv: list[str]) -> str:
     return f"setsid nohup {started} >/tmp/.gymfleet-entrypoint.log 2>&1 </dev/null & sleep 2"
 
 
+RECOMMENDS_LINE = ("RUN printf 'APT::Install-Recommends \"true\";\\n' "
+                   "> /etc/apt/apt.conf.d/81gymfleet-harbor-recommends")
+"""The task's own ``apt-get install`` lines get Recommends, as in Docker's official images (the
+debootstrap bases turn them off: ``80gymfleet``). Without them ``apt-get install gcc`` on an
+Ubuntu stand-in brought no ``libc6-dev``, and a task compiling C found no ``stdio.h``."""
+
+
 def prelude(base: Base, host_ca: bool) -> list[str]:
     """The instructions that make a gymfleet base look like the image it stands in for."""
     lines = ["ENV DEBIAN_FRONTEND=noninteractive"]
@@ -308,6 +315,7 @@ def prelude(base: Base, host_ca: bool) -> list[str]:
     components = "sed -i 's/ main$/ main contrib non-free/' /etc/apt/sources.list && " if base.ubuntu else ""
     lines.append(f"RUN {components}apt-get update && apt-get install -y --no-install-recommends {packages} "
                  "&& update-ca-certificates && rm -rf /var/lib/apt/lists/*")
+    lines.append(RECOMMENDS_LINE)  # after the stand-in's own packages, whose layer tasks share
     if base.python:
         lines.append("RUN ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip")
         lines.append("ENV PIP_BREAK_SYSTEM_PACKAGES=1")

@@ -147,7 +147,7 @@ def staging_lines(staging: VerifierStaging, final_user: str | None) -> list[str]
         return []
     lines = ["USER root"] if final_user else []
     if staging.apt_packages:
-        lines.append("RUN apt-get update && apt-get install -y --no-install-recommends "
+        lines.append("RUN apt-get update && apt-get install -y "
                      f"{' '.join(shlex.quote(p) for p in staging.apt_packages)} && rm -rf /var/lib/apt/lists/* || true")
     if staging.uv_version:
         lines.append("COPY gymfleet-stage/uv gymfleet-stage/uvx gymfleet-stage/env /root/.local/bin/")

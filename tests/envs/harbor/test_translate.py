@@ -208,3 +208,13 @@ def test_a_python_tag_never_gets_an_older_python_and_says_so() -> None:
     assert translate("FROM python:3.11-slim-bookworm\n", {}).substitutions[0].startswith("python:3.11-slim-bookworm -> gymfleet/base ")
     assert "[" not in translate("FROM python:3.11-slim-bookworm\n", {}).substitutions[0]
     assert translate("FROM python:3.13-slim-bookworm\n", {}).substitutions[0].endswith("[Debian trixie, not bookworm]")
+
+
+@pytest.mark.parametrize("image", ["ubuntu:24.04", "python:3.12-slim", "debian:bookworm",
+                                   "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624"])
+def test_a_tasks_own_apt_lines_get_recommends_as_in_the_official_images(image: str) -> None:
+    # the bases turn Recommends off; `apt-get install gcc` on the Ubuntu stand-in then brought no
+    # libc6-dev, and a published task compiling C found no stdio.h (its oracle scored 0)
+    lines = translate(f"FROM {image}\nRUN apt-get install -y gcc\n", {}).dockerfile.splitlines()
+    recommends = lines.index("RUN printf 'APT::Install-Recommends \"true\";\\n' > /etc/apt/apt.conf.d/81gymfleet-harbor-recommends")
+    assert recommends < lines.index("RUN apt-get install -y gcc")
