@@ -111,7 +111,7 @@ async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool,
     and its unknown keys warned about once), and the failure's :func:`classify`."""
     row: dict[str, Any] = {"task": folder.name, "path": str(folder)}
     try:
-        task = load_task(folder)
+        task = load_task(folder, warn=False)  # the row lists them; the env warns once
     except TaskError as exc:
         return classify({**row, "outcome": "invalid", "reason": str(exc).splitlines()[0]})
     row.update(layout=task.layout, needs=needs(task), has_solution=task.solution_script is not None,

@@ -118,20 +118,25 @@ class HarborTask:
         return path if path.is_file() else None
 
 
-def load_task(path: Path) -> HarborTask:
+def load_task(path: Path, warn: bool = True) -> HarborTask:
     """Reads the task folder at ``path`` (either layout).
+
+    Args:
+        path: the task folder.
+        warn: log one warning naming the ``task.toml`` keys Harbor's schema does not define
+            (the caller that reports them itself, the sweep, passes False).
 
     Raises:
         TaskError: neither layout, a required file is missing, or the config does not validate.
     """
     if (path / "task.toml").is_file():
-        return _load_harbor(path)
+        return _load_harbor(path, warn)
     if (path / "task.yaml").is_file():
         return _load_tb1(path)
     raise TaskError(f"{path} is not a task folder: it has neither task.toml (Harbor) nor task.yaml (TB1)")
 
 
-def _load_harbor(path: Path) -> HarborTask:
+def _load_harbor(path: Path, warn: bool = True) -> HarborTask:
     for required in ("instruction.md", "tests/test.sh"):
         if not (path / required).is_file():
             raise TaskError(f"task {path.name!r} ({path}) has no {required}")
@@ -147,7 +152,7 @@ def _load_harbor(path: Path) -> HarborTask:
     verifier_env, dropped_v = sandbox_env(config.verifier.env)
     solution_env, dropped_s = sandbox_env(config.solution.env)
     unknown = unknown_keys(config)
-    if unknown:
+    if unknown and warn:
         log.warning("task %r: task.toml keys Harbor's schema does not define, ignored: %s", path.name, ", ".join(unknown))
     return HarborTask(
         name=path.name, path=path, layout="harbor", instruction=_read(path, "instruction.md"),
