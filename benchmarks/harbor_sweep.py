@@ -115,7 +115,7 @@ async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool,
     except TaskError as exc:
         return classify({**row, "outcome": "invalid", "reason": str(exc).splitlines()[0]})
     row.update(layout=task.layout, needs=needs(task), has_solution=task.solution_script is not None,
-               unknown_keys=task.unknown_keys, test_needs=test_needs(task))
+               unknown_keys=task.unknown_keys, test_needs=test_needs(task), writes_reward=writes_reward(task))
     try:
         plan = builder.plan(task)
         row["base_substitution"] = plan.translation.substitutions
@@ -162,6 +162,14 @@ def test_needs(task: HarborTask) -> str:
     return "offline" if not hosts else "network: " + ", ".join(sorted(hosts)[:3])
 
 
+def writes_reward(task: HarborTask) -> bool:
+    """Whether the verifier's files name a reward file at all (TB1's are read from pytest)."""
+    if task.layout == "tb1":
+        return True
+    files = [task.test_script, *sorted(task.tests_dir.rglob("*.py"))] if task.tests_dir.is_dir() else []
+    return any("reward" in p.read_text(errors="replace") for p in files if p.is_file())
+
+
 def classify(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with ``fault`` (``none``, ``task``, ``out of scope``, ``gymfleet`` or
     ``unclassified``) and ``fault_reason``, from its outcome and what the task needs: a task
@@ -192,6 +200,9 @@ def _fault(row: dict[str, Any], outcome: str, reason: str) -> tuple[str, str]:
         return "out of scope", "the sandbox could not start on this host: " + (row["nop"].get("error") or "")
     if row.get("test_needs", "offline") != "offline":
         return "out of scope", f"its verifier needs the {row['test_needs']}"
+    errors = " ".join(str((row.get(p) or {}).get("error") or "") for p in ("nop", "oracle"))
+    if "wrote neither" in errors and not row.get("writes_reward", True):
+        return "task", "its test.sh writes no reward file (Harbor cannot grade it either)"
     if outcome == "nop scored > 0":
         return "task", "its tests pass without any work"
     if outcome == "oracle scored < 1 (its processes were stopped)":

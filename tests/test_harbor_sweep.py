@@ -113,3 +113,10 @@ def test_the_sweep_says_when_stopped_processes_or_the_host_are_why(sweep, tmp_pa
     assert sweep.main([str(big)]) == 0
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert row["outcome"] == "sandbox did not start" and row["fault"] == "out of scope", row
+
+
+def test_a_verifier_that_never_writes_a_reward_is_the_tasks_fault(sweep) -> None:
+    row = {"outcome": "verifier error (nop)", "test_needs": "offline", "writes_reward": False,
+           "nop": {"error": "the verifier wrote neither /logs/verifier/reward.txt nor reward.json"}}
+    assert sweep.classify(row)["fault"] == "task"
+    assert sweep.classify({**row, "writes_reward": True})["fault"] == "unclassified"

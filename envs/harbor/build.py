@@ -241,6 +241,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
 
 
 _CHATTER = re.compile(r"^(?: ?---> |Removing intermediate container|Step \d+/\d+ :|Running in |Successfully |Sending build context)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ERROR_LINE = re.compile(r"(?:^E: |^ERROR|\berror\b|\bError\b|No matching distribution|Unable to locate package|"
                          r"^fatal:|command not found|No such file or directory)")
 
@@ -249,7 +250,8 @@ def _one_line(error: str, tail: collections.abc.Iterable[str]) -> str:
     """The build's failure on one line: Docker's error, and the log line that says why (a
     staging step's own message, else the last line that reads as an error, else the last line
     that is not Docker's own chatter such as ``Removing intermediate container``)."""
-    lines = [line.strip() for line in tail if line.strip() and not _CHATTER.match(line.strip())]
+    plain = (_ANSI.sub("", line).strip() for line in tail)
+    lines = [line for line in plain if re.search("[A-Za-z]", line) and not _CHATTER.match(line)]
     why = (next((line for line in reversed(lines) if STAGING_FAILED in line), None)
            or next((line for line in reversed(lines) if _ERROR_LINE.search(line)), None)
            or (lines[-1] if lines else ""))

@@ -61,6 +61,7 @@ def test_a_failed_builds_reason_is_the_real_error_not_dockers_last_line() -> Non
     staged = [*tail, STAGING_FAILED + "uvx pytest --version", "Removing intermediate container def"]
     assert _one_line(error, staged).endswith(f"({STAGING_FAILED}uvx pytest --version)")
     assert _one_line("failed", ["Removing intermediate container x", "something odd"]) == "failed (something odd)"
+    assert _one_line("failed", ["E: Unable to locate package nodejs", "\x1b[0m"]) == "failed (E: Unable to locate package nodejs)"
 
 
 def test_the_verifier_runs_apt_without_retries() -> None:
