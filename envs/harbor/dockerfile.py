@@ -62,6 +62,9 @@ UBUNTU = {"18.04": "bullseye", "20.04": "bullseye", "focal": "bullseye", "22.04"
 """Ubuntu release -> the Debian release nearest it (by glibc and Python)."""
 DEBIAN = {"11": "bullseye", "12": "bookworm", "13": "trixie", "stable": "trixie", "latest": "trixie",
           "bullseye": "bullseye", "bookworm": "bookworm", "trixie": "trixie"}
+UBUNTU_EXTRA = ("procps",)
+"""What Ubuntu's images have and Debian's minimal ones lack, that tasks rely on (``ps``,
+``pgrep``: a published task's tests ran ``pgrep`` and failed on the stand-in)."""
 TBENCH = ("tmux",)
 """What the Terminal-Bench base images add (asciinema is left out: nothing records here)."""
 BUILDPACK = ("curl", "wget", "git", "build-essential", "procps", "unzip", "xz-utils")
@@ -311,7 +314,7 @@ def prelude(base: Base, host_ca: bool) -> list[str]:
     lines = ["ENV DEBIAN_FRONTEND=noninteractive"]
     if host_ca:
         lines.append("COPY gymfleet-host-ca.crt /usr/local/share/ca-certificates/gymfleet-host-ca.crt")
-    packages = " ".join(("ca-certificates", *base.packages))
+    packages = " ".join(("ca-certificates", *(UBUNTU_EXTRA if base.ubuntu else ()), *base.packages))
     components = "sed -i 's/ main$/ main contrib non-free/' /etc/apt/sources.list && " if base.ubuntu else ""
     lines.append(f"RUN {components}apt-get update && apt-get install -y --no-install-recommends {packages} "
                  "&& update-ca-certificates && rm -rf /var/lib/apt/lists/*")

@@ -218,3 +218,9 @@ def test_a_tasks_own_apt_lines_get_recommends_as_in_the_official_images(image: s
     lines = translate(f"FROM {image}\nRUN apt-get install -y gcc\n", {}).dockerfile.splitlines()
     recommends = lines.index("RUN printf 'APT::Install-Recommends \"true\";\\n' > /etc/apt/apt.conf.d/81gymfleet-harbor-recommends")
     assert recommends < lines.index("RUN apt-get install -y gcc")
+
+
+def test_an_ubuntu_stand_in_has_procps_as_ubuntus_images_do() -> None:
+    # a published task's tests ran `pgrep`; Ubuntu's image has it, Debian's minimal one does not
+    assert "ca-certificates procps" in translate("FROM ubuntu:24.04\n", {}).dockerfile
+    assert "procps" not in translate("FROM debian:bookworm\n", {}).dockerfile
