@@ -1,13 +1,16 @@
 """Harbor / Terminal-Bench task corpus sweep: per task build, no-op (0 expected), oracle (1 expected).
 
     python benchmarks/harbor_sweep.py [PATH] [--dry-run] [--limit N] [--max-workers N] [--out FILE]
+                                      [--keep-processes GLOBS]
 
 PATH is a task folder, a folder of task folders, or a glob (docs/harbor.md). Each task is built
 (``gymfleet-harbor/<task>:<hash>``, cached), played once with ``submit`` alone (no-op) and, when
 it has a solution, once with its ``solve.sh`` (the oracle), on Docker. ``--dry-run`` only loads
 and translates. Rows are appended to ``--out`` as they finish; a second run skips the tasks
 already there (resumable). Prints one JSON object: counts by outcome, counts by reason, build
-time p50 and the per-task table.
+time p50 and the per-task table. Each row that did not end ``ok`` is classified (``fault``:
+the task's, out of scope, gymfleet's, with ``fault_reason``); an oracle below 1 whose processes
+were stopped before the tests says so (``--keep-processes`` keeps them for those tasks).
 """
 
 from __future__ import annotations
@@ -78,48 +81,65 @@ def reason_key(reason: str) -> str:
     return re.sub(r"[\d.]+ s\b", "N s", reason.split(":")[0].split(" (")[0])[:80]
 
 
-async def _episode(task: HarborTask, actions: list[str]) -> dict[str, Any]:
-    env = HarborEnv(sandbox="docker", path=str(task.path), task_ids=[task.name])
+async def _episode(env: HarborEnv, task: HarborTask, actions: list[str]) -> dict[str, Any]:
+    """One episode of ``actions``; a sandbox that does not start is told apart from grading."""
     try:
         await env.reset_async(options={"instance_id": task.name})
+    except EnvError as exc:
+        return {"reward": None, "error": f"{type(exc).__name__}: {_first_line(exc)}", "started": False}
+    try:
         for action in actions:
             _, reward, terminated, truncated, info = await env.step_async(action)
             if terminated or truncated:
-                return {"reward": reward, "error": info.get("grading_error")}
+                grading = info.get("grading", {})
+                return {"reward": reward, "error": info.get("grading_error"),
+                        "stopped_processes": grading.get("stopped_processes", [])[:10],
+                        "stopped_note": grading.get("stopped_note"),
+                        "output_tail": str(grading.get("output_tail", ""))[-400:]}
         return {"reward": None, "error": "the episode did not end"}
     except EnvError as exc:
-        return {"reward": None, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
-    finally:
-        await env.close_async()
+        return {"reward": None, "error": f"{type(exc).__name__}: {_first_line(exc)}"}
 
 
-async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool) -> dict[str, Any]:
-    """One task's row."""
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [""])[0][:300]
+
+
+async def sweep_task(folder: Path, builder: HarborImageBuilder, dry_run: bool,
+                     keep_processes: list[str] | None = None) -> dict[str, Any]:
+    """One task's row: build, a no-op episode and the oracle's, in one env (the task is read
+    and its unknown keys warned about once), and the failure's :func:`classify`."""
     row: dict[str, Any] = {"task": folder.name, "path": str(folder)}
     try:
-        task = load_task(folder)
+        task = load_task(folder, warn=False)  # the row lists them; the env warns once
     except TaskError as exc:
-        return {**row, "outcome": "invalid", "reason": str(exc).splitlines()[0]}
-    row.update(layout=task.layout, needs=needs(task), has_solution=task.solution_script is not None)
+        return classify({**row, "outcome": "invalid", "reason": str(exc).splitlines()[0]})
+    row.update(layout=task.layout, needs=needs(task), has_solution=task.solution_script is not None,
+               unknown_keys=task.unknown_keys, test_needs=test_needs(task), writes_reward=writes_reward(task))
     try:
         plan = builder.plan(task)
         row["base_substitution"] = plan.translation.substitutions
         if dry_run:
-            return {**row, "outcome": "translated"}
+            return classify({**row, "outcome": "translated"})
         image = await asyncio.to_thread(builder.ensure, task)
     except UnbuildableError as exc:
-        return {**row, "outcome": "unbuildable", "reason": str(exc)}
+        return classify({**row, "outcome": "unbuildable", "reason": str(exc)})
     row["build"] = {"tag": image.tag, "built": image.built, "duration_s": round(image.duration_s, 3)}
-    row["nop"] = await _episode(task, ["submit"])
-    if task.solution_script is not None:
-        env = HarborEnv(sandbox="docker", path=str(task.path), task_ids=[task.name])
-        row["oracle"] = await _episode(task, env.gold_actions(task))
+    env = HarborEnv(sandbox="docker", path=str(task.path), task_ids=[task.name], keep_processes=keep_processes or [])
+    try:
+        row["nop"] = await _episode(env, task, ["submit"])
+        if task.solution_script is not None:
+            row["oracle"] = await _episode(env, task, env.gold_actions(task))
+    finally:
+        await env.close_async()
     row["outcome"] = _outcome(row)
-    return row
+    return classify(row)
 
 
 def _outcome(row: dict[str, Any]) -> str:
     nop, oracle = row["nop"], row.get("oracle")
+    if nop.get("started") is False or (oracle or {}).get("started") is False:
+        return "sandbox did not start"
     if nop["error"]:
         return "verifier error (nop)"
     if nop["reward"] != 0.0:
@@ -128,7 +148,66 @@ def _outcome(row: dict[str, Any]) -> str:
         return "ok (no solution)"
     if oracle["error"]:
         return "verifier error (oracle)"
+    if oracle["reward"] != 1.0 and oracle.get("stopped_note"):
+        return "oracle scored < 1 (its processes were stopped)"
     return "ok" if oracle["reward"] == 1.0 else "oracle scored < 1"
+
+
+def test_needs(task: HarborTask) -> str:
+    """``offline`` when the verifier script fetches nothing beyond what is staged (Debian, PyPI,
+    uv), else the hosts it names: a verifier that needs the network cannot grade here."""
+    if not task.test_script.is_file():
+        return "offline"
+    hosts = {h for h in _URL.findall(task.test_script.read_text(errors="replace")) if not h.endswith(ALLOWED_HOSTS)}
+    return "offline" if not hosts else "network: " + ", ".join(sorted(hosts)[:3])
+
+
+def writes_reward(task: HarborTask) -> bool:
+    """Whether the verifier's files name a reward file at all (TB1's are read from pytest)."""
+    if task.layout == "tb1":
+        return True
+    files = [task.test_script, *sorted(task.tests_dir.rglob("*.py"))] if task.tests_dir.is_dir() else []
+    return any("reward" in p.read_text(errors="replace") for p in files if p.is_file())
+
+
+def classify(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with ``fault`` (``none``, ``task``, ``out of scope``, ``gymfleet`` or
+    ``unclassified``) and ``fault_reason``, from its outcome and what the task needs: a task
+    Harbor could not run either is the task's fault; one needing what this family does not
+    offer (another registry's image, network at build or test time, GPUs, a separate verifier)
+    is out of scope; what is left is gymfleet's until shown otherwise."""
+    outcome, reason = row["outcome"], row.get("reason", "")
+    fault, why = _fault(row, outcome, reason)
+    return {**row, "fault": fault, "fault_reason": why}
+
+
+def _fault(row: dict[str, Any], outcome: str, reason: str) -> tuple[str, str]:
+    if outcome in ("ok", "ok (no solution)", "translated"):
+        return "none", ""
+    if outcome == "invalid":
+        return "task", f"not a valid Harbor task: {reason}"
+    if outcome == "unbuildable":
+        if "not supported here" in reason or "docker-compose" in reason or "parser" in reason:
+            return "out of scope", reason.removeprefix("unbuildable: ")
+        if "cannot be pulled here" in reason:
+            return "out of scope", "its base image is not an official one (no Debian substitute)"
+        if "COPY failed" in reason or "failed to compute cache key" in reason or "no Dockerfile" in reason:
+            return "task", "its Dockerfile copies a file the task does not have"
+        if row.get("needs", "debian/pypi/npm") != "debian/pypi/npm":
+            return "out of scope", f"its build fetches from {row['needs'].removeprefix('other: ')}"
+        return "gymfleet", f"the build failed on the Debian stand-in: {reason.removeprefix('unbuildable: ')}"
+    if outcome == "sandbox did not start":
+        return "out of scope", "the sandbox could not start on this host: " + (row["nop"].get("error") or "")
+    if row.get("test_needs", "offline") != "offline":
+        return "out of scope", f"its verifier needs the {row['test_needs']}"
+    errors = " ".join(str((row.get(p) or {}).get("error") or "") for p in ("nop", "oracle"))
+    if "wrote neither" in errors and not row.get("writes_reward", True):
+        return "task", "its test.sh writes no reward file (Harbor cannot grade it either)"
+    if outcome == "nop scored > 0":
+        return "task", "its tests pass without any work"
+    if outcome == "oracle scored < 1 (its processes were stopped)":
+        return "gymfleet", "the solution's services were stopped before the tests (rerun with --keep-processes)"
+    return "unclassified", f"{outcome}: read the output tail"
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -147,6 +226,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "tasks": len(rows),
         "by_outcome": dict(collections.Counter(r["outcome"] for r in rows).most_common()),
+        "by_fault": dict(collections.Counter(r.get("fault", "unclassified") for r in rows).most_common()),
         "by_reason": dict(reasons.most_common()),
         "needing_only_debian_pypi_npm": len(eligible),
         "built_of_those": sum("build" in r for r in eligible),
@@ -179,7 +259,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     async def one(folder: Path) -> None:
         async with gate:
-            done[str(folder)] = await sweep_task(folder, builder, args.dry_run)
+            done[str(folder)] = await sweep_task(folder, builder, args.dry_run, args.keep_processes)
             if args.out is not None:
                 _write(args.out, list(done.values()))
             print(f"{folder.name}: {done[str(folder)]['outcome']}", file=sys.stderr, flush=True)
@@ -204,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="the first N tasks only (0: all)")
     parser.add_argument("--max-workers", type=int, default=2, help="tasks at once")
     parser.add_argument("--out", type=Path, default=None, help="rows file: written as tasks finish, read to resume")
+    parser.add_argument("--keep-processes", default="", metavar="GLOBS",
+                        help="task ids or globs (comma-separated) whose tests run beside the processes the agent left "
+                             "(the env's keep_processes): for solutions that leave a service for the tests")
     args = parser.parse_args(argv)
+    args.keep_processes = [g.strip() for g in args.keep_processes.split(",") if g.strip()]
     if args.max_workers < 1 or args.limit < 0:
         print("harbor_sweep: --max-workers must be >= 1 and --limit >= 0", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_a_dry_run_marks_malformed_tasks_invalid_and_counts_reasons_by_kind(swee
     # a non-UTF-8 instruction.md crashed the sweep with a raw UnicodeDecodeError and no summary
     task(tmp_path, "plain", "FROM ubuntu:24.04\n")
     for name in ("bad-a", "bad-b"):
-        (task(tmp_path, name, "FROM ubuntu:24.04\n") / "task.toml").write_text("[verifier]\ntimeout_secs = 1\n")
+        (task(tmp_path, name, "FROM ubuntu:24.04\n") / "task.toml").write_text("[verifier]\ntimeout_sec = \"soon\"\n")
     (task(tmp_path, "latin1", "FROM ubuntu:24.04\n") / "instruction.md").write_bytes("Café\n".encode("latin-1"))
     assert sweep.main([str(tmp_path), "--dry-run"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -69,3 +70,53 @@ def test_a_dry_run_marks_malformed_tasks_invalid_and_counts_reasons_by_kind(swee
     assert result["summary"]["by_reason"] == {"task.toml does not validate": 2, "instruction.md is not UTF-8 text": 1}
     latin1 = next(r for r in result["rows"] if r["task"] == "latin1")
     assert latin1["outcome"] == "invalid" and "instruction.md is not UTF-8" in latin1["reason"]
+
+
+@pytest.mark.parametrize(("row", "fault"), [
+    ({"outcome": "invalid", "reason": "task 'x': task.toml does not validate: ..."}, "task"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: not supported here: environment.gpus = 1 (...)"}, "out of scope"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: FROM ghcr.io/a/b cannot be pulled here and has no Debian substitute"},
+     "out of scope"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: COPY failed: file not found", "needs": "debian/pypi/npm"}, "task"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: ... returned a non-zero code: 100", "needs": "other: github.com"},
+     "out of scope"),
+    ({"outcome": "unbuildable", "reason": "unbuildable: ... returned a non-zero code: 100", "needs": "debian/pypi/npm"},
+     "gymfleet"),
+    ({"outcome": "nop scored > 0", "test_needs": "offline"}, "task"),
+    ({"outcome": "oracle scored < 1", "test_needs": "network: api.example.com"}, "out of scope"),
+    ({"outcome": "oracle scored < 1 (its processes were stopped)", "test_needs": "offline"}, "gymfleet"),
+    ({"outcome": "ok"}, "none"),
+])
+def test_each_failure_is_classified_with_a_reason(sweep, row, fault) -> None:
+    classified = sweep.classify(row)
+    assert classified["fault"] == fault and (fault == "none") == (classified["fault_reason"] == "")
+
+
+TASKS = Path(__file__).resolve().parent / "envs" / "harbor" / "tasks"
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)
+def test_the_sweep_says_when_stopped_processes_or_the_host_are_why(sweep, tmp_path, capsys, docker_available) -> None:
+    """A solution that leaves a service for its tests: the row says its processes were stopped,
+    and ``--keep-processes`` grades it 1; a task asking for more CPUs than the host has is a
+    sandbox that did not start (it was a verifier error)."""
+    big = tmp_path / "too-many-cpus"
+    shutil.copytree(TASKS / "offline-task", big)
+    (big / "task.toml").write_text("[environment]\ncpus = 4096\n")
+    assert sweep.main([str(TASKS / "service-task"), "--out", str(tmp_path / "a.json")]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["outcome"] == "oracle scored < 1 (its processes were stopped)" and row["fault"] == "gymfleet"
+    assert any("gymfleet-demo-service" in p for p in row["oracle"]["stopped_processes"])
+    assert sweep.main([str(TASKS / "service-task"), "--keep-processes", "service-*"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["outcome"] == "ok"
+    assert sweep.main([str(big)]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["outcome"] == "sandbox did not start" and row["fault"] == "out of scope", row
+
+
+def test_a_verifier_that_never_writes_a_reward_is_the_tasks_fault(sweep) -> None:
+    row = {"outcome": "verifier error (nop)", "test_needs": "offline", "writes_reward": False,
+           "nop": {"error": "the verifier wrote neither /logs/verifier/reward.txt nor reward.json"}}
+    assert sweep.classify(row)["fault"] == "task"
+    assert sweep.classify({**row, "writes_reward": True})["fault"] == "unclassified"

@@ -13,6 +13,7 @@ import collections
 import hashlib
 import io
 import platform
+import re
 import subprocess
 import sys
 import tarfile
@@ -29,8 +30,10 @@ from filelock import FileLock
 
 from gymfleet.envs.errors import ImageBuildError
 from gymfleet.envs.harbor.dockerfile import (
-    SUITES, Translation, UnbuildableError, VerifierStaging, staging_lines, translate, user_folder_lines,
-    verifier_staging,
+    SUITES, Translation, UnbuildableError, entrypoint_lines, translate, user_folder_lines,
+)
+from gymfleet.envs.harbor.staging import (
+    STAGING_FAILED, VerifierStaging, staging_lines, verifier_staging,
 )
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.images import HOST_CA_BUNDLE, LABEL_IMAGE_HASH, ImageBuilder
@@ -55,6 +58,7 @@ class TaskImage:
         base_substitution: per substituted FROM, ``"<original> -> <gymfleet base> (...)"``.
         workdir: the image's working directory (``/`` when it sets none).
         staging: what the verifier fetches, staged at build time.
+        entrypoint: the task's own ``ENTRYPOINT`` (reset in the image; the env starts it), or None.
     """
 
     tag: str
@@ -63,6 +67,7 @@ class TaskImage:
     base_substitution: list[str] = field(default_factory=list)
     workdir: str = "/"
     staging: VerifierStaging = field(default_factory=VerifierStaging)
+    entrypoint: list[str] | None = None
 
 
 @dataclass
@@ -108,7 +113,8 @@ class HarborImageBuilder:
         translation = translate(task.dockerfile.read_text(errors="replace"), base_tags or {})
         script = task.test_script.read_text(errors="replace") if task.test_script.is_file() else ""
         staging = verifier_staging(script)
-        extra = [*staging_lines(staging, translation.final_user), *user_folder_lines(translation.final_user)]
+        extra = [*staging_lines(staging, translation.final_user), *user_folder_lines(translation.final_user),
+                 *entrypoint_lines(translation)]
         dockerfile = translation.dockerfile + "\n".join(extra) + "\n"  # as before: cached tags stay valid
         digest = hashlib.sha256(dockerfile.encode())
         digest.update(f"uv {staging.uv_version}\n".encode())
@@ -141,7 +147,8 @@ class HarborImageBuilder:
             if built:
                 self._build(plan, tag)
         workdir = self.client.images.get(tag).attrs.get("Config", {}).get("WorkingDir") or "/"
-        return TaskImage(tag, built, time.monotonic() - started, plan.translation.substitutions, workdir, plan.staging)
+        return TaskImage(tag, built, time.monotonic() - started, plan.translation.substitutions, workdir, plan.staging,
+                         plan.translation.entrypoint)
 
     def _base_tags(self, task: HarborTask) -> dict[str, str]:
         """Ensures the gymfleet bases the task's FROMs need (a dry translation says which)."""
@@ -233,8 +240,20 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
     tar.addfile(info, io.BytesIO(data))
 
 
+_CHATTER = re.compile(r"^(?: ?---> |Removing intermediate container|Step \d+/\d+ :|Running in |Successfully |Sending build context)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ERROR_LINE = re.compile(r"(?:^E: |^ERROR|\berror\b|\bError\b|No matching distribution|Unable to locate package|"
+                         r"^fatal:|command not found|No such file or directory)")
+
+
 def _one_line(error: str, tail: collections.abc.Iterable[str]) -> str:
-    """The build's failure on one line: the error, and the last meaningful log line."""
-    last = next((line.strip() for line in reversed(list(tail)) if line.strip() and not line.startswith(" ---")), "")
+    """The build's failure on one line: Docker's error, and the log line that says why (a
+    staging step's own message, else the last line that reads as an error, else the last line
+    that is not Docker's own chatter such as ``Removing intermediate container``)."""
+    plain = (_ANSI.sub("", line).strip() for line in tail)
+    lines = [line for line in plain if re.search("[A-Za-z]", line) and not _CHATTER.match(line)]
+    why = (next((line for line in reversed(lines) if STAGING_FAILED in line), None)
+           or next((line for line in reversed(lines) if _ERROR_LINE.search(line)), None)
+           or (lines[-1] if lines else ""))
     text = " ".join(error.split())
-    return f"{text[:300]}" + (f" (last log line: {last[:200]})" if last and last not in text else "")
+    return f"{text[:300]}" + (f" ({why[:300]})" if why and why not in text else "")

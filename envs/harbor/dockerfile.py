@@ -1,4 +1,4 @@
-"""A task's Dockerfile made buildable offline: unpullable FROMs substituted, verifier fetches staged.
+"""A task's Dockerfile made buildable offline: unpullable FROMs substituted by Debian stand-ins.
 
 Nothing can be pulled from a registry here, so each ``FROM`` naming a public image is replaced by
 one of the debootstrap-built Debian bases under ``images/`` (``base`` = bookworm,
@@ -8,15 +8,14 @@ had (Python and pip for ``python:*``, tmux for the Terminal-Bench bases, compile
 or for ``python:3.X`` the release whose ``python3`` is nearest 3.X (bullseye 3.9, bookworm 3.11,
 trixie 3.13). Every substitution is recorded (:attr:`Translation.substitutions`).
 
-The verifier runs without network, so what its script would fetch (:class:`VerifierStaging`)
-is fetched at build time, when ``RUN`` reaches Debian and PyPI: its ``apt-get install``
-packages are installed, uv's install script is replaced by uv's own wheel from PyPI, and its
-``pip install`` / ``uv add`` / ``uvx -w`` lines are replayed in a scratch folder so that the
-packages are installed or in uv's cache (``UV_OFFLINE=1`` at grading reads them from there).
+An image's own ``ENTRYPOINT`` is reset (the sandbox's keep-alive must be PID 1) and started by
+the env as Harbor starts it (:func:`entrypoint_command`). What the verifier fetches is staged by
+:mod:`.staging`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -46,6 +45,8 @@ class Base:
     """Debian packages installed on top."""
     python: bool = False
     """Make ``python``/``pip`` the Debian ``python3``/``pip3`` (and let pip install system-wide)."""
+    note: str = ""
+    """How the stand-in differs from the original where it matters (another ``python3``)."""
     ubuntu: bool = False
     """It stands in for an Ubuntu image, whose apt sources hold every component (main, universe,
     restricted, multiverse): Debian's ``contrib`` and ``non-free`` are enabled to match."""
@@ -61,6 +62,9 @@ UBUNTU = {"18.04": "bullseye", "20.04": "bullseye", "focal": "bullseye", "22.04"
 """Ubuntu release -> the Debian release nearest it (by glibc and Python)."""
 DEBIAN = {"11": "bullseye", "12": "bookworm", "13": "trixie", "stable": "trixie", "latest": "trixie",
           "bullseye": "bullseye", "bookworm": "bookworm", "trixie": "trixie"}
+UBUNTU_EXTRA = ("procps",)
+"""What Ubuntu's images have and Debian's minimal ones lack, that tasks rely on (``ps``,
+``pgrep``: a published task's tests ran ``pgrep`` and failed on the stand-in)."""
 TBENCH = ("tmux",)
 """What the Terminal-Bench base images add (asciinema is left out: nothing records here)."""
 BUILDPACK = ("curl", "wget", "git", "build-essential", "procps", "unzip", "xz-utils")
@@ -76,12 +80,55 @@ def nearest_python_suite(version: str) -> str:
     return min(PYTHONS.items(), key=lambda kv: (abs(kv[0][1] - wanted[1]) + 100 * abs(kv[0][0] - wanted[0]), -kv[0][1]))[1]
 
 
+OFFICIAL_MIRRORS = ("docker.io/library/", "index.docker.io/library/", "registry-1.docker.io/library/",
+                    "public.ecr.aws/docker/library/", "mirror.gcr.io/library/", "mirror.gcr.io/")
+"""Registries that serve Docker's official images under their own names (AWS's and Google's
+mirrors, which task templates use to dodge Docker Hub's rate limits): ``<mirror><image>`` is
+``<image>``."""
+
+
+def official_name(ref: str) -> str:
+    """``public.ecr.aws/docker/library/python:3.12`` -> ``python:3.12``: a reference to an
+    official image through a mirror (:data:`OFFICIAL_MIRRORS`), as the image itself; any other
+    reference unchanged."""
+    for mirror in OFFICIAL_MIRRORS:
+        if ref.startswith(mirror) and "/" not in ref[len(mirror):]:
+            return ref[len(mirror):]
+    return ref.removeprefix("library/")
+
+
+def python_suite(tag: str) -> tuple[str, str]:
+    """The release standing in for ``python:<tag>``, and a note when its ``python3`` is not the
+    tag's. A release the tag names (``3.11-slim-bookworm``) is kept unless its ``python3`` is
+    older than the tag's (``3.12-slim-bookworm``: bookworm has 3.11), since code written for 3.X
+    runs on a newer Python far more often than on an older one; then the nearest release with a
+    newer ``python3`` (trixie: 3.13) stands in, and the note says so."""
+    named = next((s for s in SUITES if s in tag), None)
+    match = re.match(r"(\d+)\.(\d+)", tag)
+    if match is None:
+        return named or "bookworm", ""
+    wanted = (int(match.group(1)), int(match.group(2)))
+    by_suite = {suite: version for version, suite in PYTHONS.items()}
+    if named and by_suite[named] >= wanted:
+        suite = named
+    elif named:
+        newer = [(v, s) for v, s in PYTHONS.items() if v >= wanted]
+        suite = min(newer)[1] if newer else max(PYTHONS.items())[1]
+    else:
+        suite = nearest_python_suite(tag)
+    have = by_suite[suite]
+    notes = [f"python3 is {have[0]}.{have[1]}, not {wanted[0]}.{wanted[1]}"] if have != wanted else []
+    if named and suite != named:
+        notes.append(f"Debian {suite}, not {named}")
+    return suite, "; ".join(notes)
+
+
 def substitute(image: str) -> Base | None:
     """The base that stands in for the public ``image``, or None when there is none.
 
     A digest (``ubuntu:24.04@sha256:...``) is ignored: the substitute is the tag's stand-in
     either way, and the caller records the original reference, digest included."""
-    ref = image.lower().partition("@")[0]
+    ref = official_name(image.lower().partition("@")[0])
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     name = repo.split("/")[-1]
     suite: str | None
@@ -92,20 +139,20 @@ def substitute(image: str) -> Base | None:
         version = re.sub(r"^ubuntu-", "", name)
         suite = UBUNTU.get(version) or DEBIAN.get(re.sub(r"^debian-", "", name))
         return Base(SUITES[suite], TBENCH, ubuntu=version in UBUNTU) if suite else None
-    if repo in ("python", "library/python", "docker.io/library/python"):
-        suite = next((s for s in SUITES if s in tag), None) or nearest_python_suite(tag)
+    if repo == "python":
+        suite, note = python_suite(tag)
         extra = () if "slim" in tag else ("python3-dev", *BUILDPACK)
-        return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *extra), python=True)
-    if repo in ("ubuntu", "library/ubuntu", "docker.io/library/ubuntu"):
+        return Base(SUITES[suite], ("python3", "python3-pip", "python3-venv", *extra), python=True, note=note)
+    if repo == "ubuntu":
         suite = UBUNTU.get(tag) or UBUNTU.get(tag.split(".")[0] + ".04")
         return Base(SUITES[suite], ubuntu=True) if suite else None
-    if repo in ("debian", "library/debian", "docker.io/library/debian"):
+    if repo == "debian":
         suite = next((s for key, s in DEBIAN.items() if tag.startswith(key)), None)
         return Base(SUITES[suite]) if suite else None
-    if repo in ("buildpack-deps", "library/buildpack-deps"):
+    if repo == "buildpack-deps":
         suite = UBUNTU.get(tag.split("-")[0]) or DEBIAN.get(tag.split("-")[0]) or "bookworm"
         return Base(SUITES[suite], BUILDPACK, ubuntu=tag.split("-")[0] in UBUNTU and tag.split("-")[0] not in DEBIAN)
-    if repo in ("node", "library/node"):
+    if repo == "node":
         suite = next((s for s in SUITES if s in tag), "bookworm")
         return Base(SUITES[suite], ("nodejs", "npm", *BUILDPACK))
     return None
@@ -120,12 +167,15 @@ class Translation:
         bases: gymfleet base images it builds FROM (to ensure first).
         substitutions: ``"<original> -> <gymfleet base> (+packages)"`` per substituted FROM.
         final_user: the last ``USER`` of the final stage, or None.
+        entrypoint: the final stage's ``ENTRYPOINT`` as an argv (shell form: ``/bin/sh -c``), or
+            None; see :func:`entrypoint_lines`.
     """
 
     dockerfile: str
     bases: list[str] = field(default_factory=list)
     substitutions: list[str] = field(default_factory=list)
     final_user: str | None = None
+    entrypoint: list[str] | None = None
 
 
 def logical_lines(text: str) -> list[str]:
@@ -167,6 +217,8 @@ def translate(text: str, base_tags: dict[str, str], host_ca: bool = True) -> Tra
     stages: set[str] = set()
     args: dict[str, str] = {}
     seen_from = False
+    alias: str | None = None
+    stage_entrypoints: dict[str | None, list[str] | None] = {}
     for line in logical_lines(text):
         keyword, _, rest = line.partition(" ")
         keyword = keyword.upper()
@@ -176,10 +228,16 @@ def translate(text: str, base_tags: dict[str, str], host_ca: bool = True) -> Tra
         if keyword != "FROM":
             if keyword == "USER":
                 result.final_user = rest.strip()
+            if keyword == "ENTRYPOINT":
+                result.entrypoint = exec_form(rest) or None
             out.append(line)
             continue
         seen_from = True
         result.final_user = None
+        words = [w for w in rest.split() if not w.startswith("--")]
+        stage_entrypoints[alias] = result.entrypoint
+        alias = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
+        result.entrypoint = stage_entrypoints.get(words[0].lower()) if words else None  # FROM an earlier stage inherits it
         out += _from_lines(rest, args, stages, base_tags, host_ca, result)
     if not seen_from:
         raise UnbuildableError("the Dockerfile has no FROM")
@@ -204,8 +262,51 @@ def _from_lines(rest: str, args: dict[str, str], stages: set[str], base_tags: di
         raise UnbuildableError(f"FROM {image} cannot be pulled here and has no Debian substitute")
     tag = base_tags.get(base.image, f"gymfleet/{base.image}:latest")
     result.bases.append(base.image)
-    result.substitutions.append(f"{image} -> gymfleet/{base.image}" + (f" (+{' '.join(base.packages)})" if base.packages else ""))
+    result.substitutions.append(f"{image} -> gymfleet/{base.image}" + (f" (+{' '.join(base.packages)})" if base.packages else "")
+                                + (f" [{base.note}]" if base.note else ""))
     return [f"FROM {tag}{suffix}", *prelude(base, host_ca)]
+
+
+def exec_form(rest: str) -> list[str]:
+    """An ``ENTRYPOINT``/``CMD`` argument as an argv: the JSON form as given, the shell form
+    under ``/bin/sh -c`` (as Docker runs it); empty for ``[]``."""
+    text = rest.strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+    return ["/bin/sh", "-c", text] if text else []
+
+
+ENTRYPOINT_ARGS = ["sh", "-c", "sleep infinity"]
+"""What Harbor's compose file starts a task's container with (``command``), after the image's
+entrypoint: an entrypoint that ends in ``exec "$@"`` becomes a harmless sleep."""
+
+
+def entrypoint_lines(translation: Translation) -> list[str]:
+    """``ENTRYPOINT []`` when the image has one: the sandbox's keep-alive must be PID 1 (an
+    entrypoint that does not ``exec "$@"`` stayed PID 1 beside it, and stopping the agent's
+    processes failed). The entrypoint is started as Harbor starts it by the env instead
+    (:data:`ENTRYPOINT_ARGS`; ``HarborEnv.prepare`` and the grader)."""
+    return ["ENTRYPOINT []"] if translation.entrypoint else []
+
+
+def entrypoint_command(argv: list[str]) -> str:
+    """A shell command that starts ``argv`` (an image's entrypoint) with :data:`ENTRYPOINT_ARGS`
+    in a session of its own, its output to ``/tmp/.gymfleet-entrypoint.log``, and gives it two
+    seconds to bring its services up."""
+    started = shlex.join([*argv, *ENTRYPOINT_ARGS])
+    return f"setsid nohup {started} >/tmp/.gymfleet-entrypoint.log 2>&1 </dev/null & sleep 2"
+
+
+RECOMMENDS_LINE = ("RUN printf 'APT::Install-Recommends \"true\";\\n' "
+                   "> /etc/apt/apt.conf.d/81gymfleet-harbor-recommends")
+"""The task's own ``apt-get install`` lines get Recommends, as in Docker's official images (the
+debootstrap bases turn them off: ``80gymfleet``). Without them ``apt-get install gcc`` on an
+Ubuntu stand-in brought no ``libc6-dev``, and a task compiling C found no ``stdio.h``."""
 
 
 def prelude(base: Base, host_ca: bool) -> list[str]:
@@ -213,128 +314,15 @@ def prelude(base: Base, host_ca: bool) -> list[str]:
     lines = ["ENV DEBIAN_FRONTEND=noninteractive"]
     if host_ca:
         lines.append("COPY gymfleet-host-ca.crt /usr/local/share/ca-certificates/gymfleet-host-ca.crt")
-    packages = " ".join(("ca-certificates", *base.packages))
+    packages = " ".join(("ca-certificates", *(UBUNTU_EXTRA if base.ubuntu else ()), *base.packages))
     components = "sed -i 's/ main$/ main contrib non-free/' /etc/apt/sources.list && " if base.ubuntu else ""
     lines.append(f"RUN {components}apt-get update && apt-get install -y --no-install-recommends {packages} "
                  "&& update-ca-certificates && rm -rf /var/lib/apt/lists/*")
+    lines.append(RECOMMENDS_LINE)  # after the stand-in's own packages, whose layer tasks share
     if base.python:
         lines.append("RUN ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip")
         lines.append("ENV PIP_BREAK_SYSTEM_PACKAGES=1")
     lines.append("ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
-    return lines
-
-
-# ---- the verifier's fetches ----------------------------------------------------------------
-
-_UV_SCRIPT = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
-_APT = re.compile(r"\bapt(?:-get)?\s+install\s+([^;&|]+)")
-_REPLAY = re.compile(r"^\s*(?:pip3?|python3?\s+-m\s+pip|uv\s+pip|uv)\s+(?:install|add|init|venv|sync)\b")
-
-
-@dataclass
-class VerifierStaging:
-    """What a verifier script fetches, to be fetched at build time.
-
-    Attributes:
-        apt_packages: packages its ``apt-get install`` lines name.
-        uv_version: the uv its install script would fetch (``latest`` when unpinned), or None.
-        replay: its ``pip``/``uv``/``uvx`` lines, rewritten to run at build time.
-    """
-
-    apt_packages: list[str] = field(default_factory=list)
-    uv_version: str | None = None
-    replay: list[str] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        """True when the verifier fetches nothing this module knows of."""
-        return not (self.apt_packages or self.uv_version or self.replay)
-
-
-def shell_lines(script: str) -> list[str]:
-    """The lines of a shell script with ``\\`` continuations joined (the backslash, the newline
-    and the indentation around them become one space; a comment line never continues).
-    Heredocs and quoted newlines are not understood."""
-    lines: list[str] = []
-    current: str | None = None
-    for raw in script.splitlines():
-        if current is None and raw.lstrip().startswith("#"):
-            lines.append(raw)
-            continue
-        piece = raw if current is None else _join(current, raw)
-        if piece.endswith("\\") and not piece.endswith("\\\\"):
-            current = piece[:-1]
-            continue
-        lines.append(piece)
-        current = None
-    if current is not None:
-        lines.append(current)
-    return lines
-
-
-def _join(head: str, tail: str) -> str:
-    if head[-1:].isspace() or tail[:1].isspace():
-        return head.rstrip() + " " + tail.lstrip()
-    return head + tail  # `a\<newline>b` is the word `ab` to the shell
-
-
-def verifier_staging(script: str) -> VerifierStaging:
-    """Finds what ``script`` (``tests/test.sh`` or ``run-tests.sh``) fetches at grading time
-    (continuation lines joined: TB2's scripts split their ``uvx`` line over several)."""
-    staging = VerifierStaging()
-    for line in shell_lines(script):
-        line = line.split(" #")[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if (match := _UV_SCRIPT.search(line)) is not None:
-            staging.uv_version = match.group(1) or "latest"
-        for apt in _APT.finditer(line):
-            staging.apt_packages += [w for w in apt.group(1).split() if not w.startswith("-")]
-        if (uvx := _uvx_warmup(line)) is not None:
-            staging.replay.append(uvx)
-            if re.search(r"(?:-p|--python)[ =]3\.\d+", line):  # uv finds the release's python3; none is downloaded
-                staging.apt_packages.append("python3")
-        elif _REPLAY.match(line) and "-r " not in line and "/tests" not in line and "$" not in line:
-            staging.replay.append(line)
-    staging.apt_packages = list(dict.fromkeys(staging.apt_packages))
-    return staging
-
-
-def _uvx_warmup(line: str) -> str | None:
-    """``uvx [opts] tool args`` -> ``uvx [opts] tool --version`` (fills uv's cache, runs nothing)."""
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        return None
-    if not words or words[0] not in ("uvx", "uv") or (words[0] == "uv" and words[1:2] != ["tool"]):
-        return None
-    start = 1 if words[0] == "uvx" else 3 if words[2:3] == ["run"] else None
-    if start is None:
-        return None
-    with_value = {"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--index-url"}
-    i = start
-    while i < len(words) and words[i].startswith("-"):
-        i += 2 if words[i] in with_value else 1
-    if i >= len(words) or any("$" in w or w.startswith("/tests") for w in words[start:i + 1]):
-        return None
-    return shlex.join([*words[:i + 1], "--version"])
-
-
-def staging_lines(staging: VerifierStaging, final_user: str | None) -> list[str]:
-    """Dockerfile instructions appended to the final stage to stage ``staging``."""
-    if staging.empty:
-        return []
-    lines = ["USER root"] if final_user else []
-    if staging.apt_packages:
-        lines.append("RUN apt-get update && apt-get install -y --no-install-recommends "
-                     f"{' '.join(shlex.quote(p) for p in staging.apt_packages)} && rm -rf /var/lib/apt/lists/* || true")
-    if staging.uv_version:
-        lines.append("COPY gymfleet-stage/uv gymfleet-stage/uvx gymfleet-stage/env /root/.local/bin/")
-    if staging.replay:
-        body = "; ".join(staging.replay)
-        lines.append(f'RUN export PATH="/root/.local/bin:$PATH" UV_PYTHON_DOWNLOADS=never; d=$(mktemp -d); cd "$d"; {{ {body}; }} || true; cd /; rm -rf "$d"')
-    if final_user:
-        lines.append(f"USER {final_user}")
     return lines
 
 
@@ -353,8 +341,3 @@ def user_folder_lines(final_user: str | None) -> list[str]:
         return []
     return ["USER root", "RUN mkdir -p /logs/verifier /solution && chmod 1777 /logs/verifier /solution",
             f"USER {final_user}"]
-
-
-VERIFIER_OFFLINE_ENV = {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_RETRIES": "0",
-                        "PIP_DEFAULT_TIMEOUT": "5"}
-"""Environment of every verifier: uv reads its cache only, pip gives up fast."""

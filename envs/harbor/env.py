@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self, TypeAlias
 from pydantic import Field, field_validator
 
 from gymfleet.envs.actions import bash_block
+from gymfleet.envs.errors import TaskError
 from gymfleet.envs.resources import Catalogue, EnvResources, SharedResource
 from gymfleet.envs.sandbox.base import SandboxBackend, SandboxSpec
 from gymfleet.envs.sandbox_env import Graded, SandboxEnv, SandboxEnvConfig, SandboxEpisode
@@ -21,16 +22,23 @@ from gymfleet.envs.terminal import prompts
 from gymfleet.envs.terminal.actions import FORMAT_HELP
 from gymfleet.envs.terminal.shell import PersistentShell
 from gymfleet.envs.harbor.build import HarborImageBuilder, TaskImage
+from gymfleet.envs.harbor.dockerfile import entrypoint_command
 from gymfleet.envs.harbor.grader import run_verifier
-from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, load_tasks
+from gymfleet.envs.harbor.task import HarborTask, NoSolutionError, TaskSet, load_task_set
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 """Two tiny tasks written here (one per layout): the family's default, for `gymfleet envs check`."""
 SOLUTION_DIR = "/solution"
 NO_INTERNET_NOTE = "the task allows internet; gymfleet sandboxes run without network"
+"""``info['network_note']`` when the task asked for network (``info['allow_internet']`` is the bool)."""
 
 
-class HarborTasks(Catalogue[tuple[str, tuple[str, ...]], dict[str, HarborTask]]):
+STOPPED_NOTE = ("{n} process(es) left running were stopped before the tests (Harbor leaves them up): if the "
+                "tests probe a service the solution starts, list the task in keep_processes")
+"""``info['grading']['stopped_note']``: said when processes were stopped and the reward is below 1."""
+
+
+class HarborTasks(Catalogue[tuple[str, tuple[str, ...]], TaskSet]):
     """Parsed Harbor task folders by (path, chosen ids), once per process (``resources.get(HarborTasks)``)."""
 
 
@@ -128,7 +136,10 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
     * v0: initial version (Harbor and TB1 layouts, offline builds, staged verifier fetches);
       the verifier isolated from the agent's processes and tools (``keep_processes``); every
       Python import folder counted as the verifier's tools; ``reward.txt`` read before
-      ``reward.json``; TB1 graded on stdout, worst status and ``run-tests.sh``'s exit code.
+      ``reward.json``; TB1 graded on stdout, worst status and ``run-tests.sh``'s exit code;
+      ``task.toml`` read with Harbor's schema (unknown keys warned, ``[environment.env]``
+      applied); an image's entrypoint started as Harbor starts it, for the agent and the tests;
+      only start-up and configuration files withheld from the verifier.
     """
 
     config_class = HarborEnvConfig
@@ -142,8 +153,9 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
         super().__init__(sandbox, resources, **kwargs)
         cfg = self.config
         key = (str(cfg.path), tuple(cfg.task_ids or ()))
-        load = lambda: load_tasks(cfg.path, cfg.task_ids)  # noqa: E731
-        self.tasks: dict[str, HarborTask] = resources.get(HarborTasks).load(key, load) if resources else load()
+        load = lambda: load_task_set(cfg.path, cfg.task_ids)  # noqa: E731
+        self.task_set: TaskSet = resources.get(HarborTasks).load(key, load) if resources else load()
+        self.tasks: dict[str, HarborTask] = self.task_set.tasks
         self._builder = resources.get(HarborBuilder).builder if resources else HarborImageBuilder()
         self._images: dict[str, TaskImage] = {}
 
@@ -153,6 +165,17 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     def instances(self) -> dict[str, HarborTask]:
         return self.tasks
+
+    def instance(self, instance_id: str) -> HarborTask:
+        """The task ``instance_id``.
+
+        Raises:
+            TaskError: it was skipped as malformed when the folder was read (the message says why).
+            KeyError: no such task (the message lists the known ones).
+        """
+        if instance_id in self.task_set.skipped:
+            raise TaskError(f"task {instance_id!r} was skipped as invalid: {self.task_set.skipped[instance_id]}")
+        return super().instance(instance_id)
 
     def gold_actions(self, instance: HarborTask) -> list[str]:
         """Copies ``solution/`` (TB1: ``solution.sh``) to ``/solution`` and runs it, as Harbor's
@@ -166,7 +189,8 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
             raise NoSolutionError(f"task {instance.name!r} has no solution (solution/solve.sh or solution.sh)")
         files = (folder_files(script.parent, instance.path) if instance.layout == "harbor"
                  else {script.name: (read_bytes(instance.path, script), 0o755)})  # no link out of the task
-        lines = [f"mkdir -p {SOLUTION_DIR}"]
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in instance.solution_env.items() if k.isidentifier()]
+        lines.append(f"mkdir -p {SOLUTION_DIR}")
         for name, (content, _) in files.items():
             target = f"{SOLUTION_DIR}/{name}"
             data = base64.b64encode(content).decode()
@@ -189,18 +213,25 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     async def sandbox_spec(self, instance: HarborTask, backend: str) -> SandboxSpec:
         image = await self.task_image(instance)
-        return SandboxSpec(image=image.tag, workdir=instance.workdir or image.workdir, network=False,
+        return SandboxSpec(image=image.tag, workdir=instance.workdir or image.workdir, network=False, env=instance.env,
                            cpus=instance.cpus, memory_mb=instance.memory_mb, disk_mb=instance.storage_mb,
                            pids_limit=self.config.pids_limit, max_output_bytes=self.config.max_output_bytes)
 
     async def prepare(self, ep: Episode) -> tuple[str, dict[str, Any]]:
         task = ep.instance
         image = self._images[task.name]
+        if image.entrypoint:  # as Harbor starts the container: the entrypoint's services up for the agent
+            await ep.sandbox.exec(entrypoint_command(image.entrypoint), timeout_s=60)
         ep.state = HarborState(PersistentShell(ep.sandbox, "/tmp/.gymfleet"))
         info: dict[str, Any] = {"layout": task.layout, "image": image.tag, "base_substitution": image.base_substitution,
-                                "max_turns": self.turn_limit(ep), "network": False}
+                                "max_turns": self.turn_limit(ep), "network": False,
+                                "allow_internet": task.allow_internet}
         if task.allow_internet:
-            info["allow_internet"] = NO_INTERNET_NOTE
+            info["network_note"] = NO_INTERNET_NOTE
+        if image.entrypoint:
+            info["entrypoint"] = image.entrypoint
+        if task.notes or task.unknown_keys:
+            info["task_toml"] = {"notes": task.notes, "unknown_keys": task.unknown_keys}
         observation = (f"Task: {task.name}\n\n{task.instruction.strip()}\n\n"
                        f"(You have {self.turn_limit(ep)} turns and {task.agent_timeout_s:g} s of command time. "
                        "There is no network.)")
@@ -222,9 +253,13 @@ class HarborEnv(SandboxEnv[HarborTask, HarborState]):
 
     async def grade(self, ep: Episode, why: str) -> Graded:
         keep = any(fnmatch.fnmatchcase(ep.instance.name, glob) for glob in self.config.keep_processes)
-        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir, keep_processes=keep)
+        entrypoint = self._images[ep.instance.name].entrypoint
+        report = await run_verifier(ep.sandbox, ep.instance, ep.sandbox.spec.workdir, keep_processes=keep,
+                                    entrypoint=entrypoint)
         outcome = f"grading error: {report.error}" if report.error else f"verifier reward {report.reward:g}"
         info: dict[str, Any] = {"grading": report.as_info(), "agent_time_s": round(ep.state.agent_time_s, 3)}
         if report.error:
             info["grading_error"] = report.error
+        if report.stopped_processes and report.reward < 1 and not keep:
+            info["grading"]["stopped_note"] = STOPPED_NOTE.format(n=len(report.stopped_processes))
         return Graded(report.reward, f"{why} Reward {report.reward:g} ({outcome}).", info)

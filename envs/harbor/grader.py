@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymfleet.envs.errors import SandboxFileError
-from gymfleet.envs.harbor.dockerfile import VERIFIER_OFFLINE_ENV
+from gymfleet.envs.harbor.dockerfile import entrypoint_command
+from gymfleet.envs.harbor.staging import VERIFIER_APT_DIR, VERIFIER_APT_FILES, VERIFIER_OFFLINE_ENV, offline_script
 from gymfleet.envs.harbor.task import HarborTask
 from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.sandbox.bulk import put_files
@@ -101,7 +102,8 @@ class VerifierReport:
                 "reward_out_of_range": self.reward_out_of_range}
 
 
-async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_processes: bool = False) -> VerifierReport:
+async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_processes: bool = False,
+                       entrypoint: list[str] | None = None) -> VerifierReport:
     """Stops the agent's processes, then copies the task's tests where the agent's changes cannot
     reach the verifier's tools, runs them, stops what they started, and reads the reward.
 
@@ -112,6 +114,9 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
         keep_processes: leave the agent's processes running for the tests (they are killed
             after the tests, before the reward is read; and before them, when the verifier
             needs a fresh sandbox).
+        entrypoint: the image's own entrypoint, started again (from the verifier sandbox's
+            files) before the tests, so that the services it runs are up for them as in
+            Harbor; not when the agent's kept processes (its earlier run among them) are there.
 
     Raises:
         SandboxDamagedError: a process outlived the kill (the policy's doing: reward 0).
@@ -121,6 +126,8 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
     stopped = [] if keep_processes else await sandbox.stop_processes()
     verifier = await sandbox.verifier(carry_changes=True)
     try:
+        if entrypoint and not (keep_processes and verifier is sandbox):
+            await verifier.exec(entrypoint_command(entrypoint), timeout_s=60)
         report = await _verify(verifier, task, workdir)
     finally:
         if verifier is not sandbox:
@@ -133,10 +140,15 @@ async def run_verifier(sandbox: Sandbox, task: HarborTask, workdir: str, keep_pr
 
 
 async def _verify(sandbox: Sandbox, task: HarborTask, workdir: str) -> VerifierReport:
-    await sandbox.exec(f"rm -rf {TESTS_DIR} {LOGS_DIR}; mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout_s=60)
-    files = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir, task.path).items()}
+    await sandbox.exec(f"rm -rf {TESTS_DIR} {LOGS_DIR} {VERIFIER_APT_DIR}; mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout_s=60)
+    files: dict[str, Any] = {f"{TESTS_DIR}/{name}": content for name, content in folder_files(task.tests_dir, task.path).items()}
+    files |= {path: (data, 0o644) for path, data in VERIFIER_APT_FILES.items()}
     if task.layout == "tb1":
         files[f"{TESTS_DIR}/run-tests.sh"] = (read_bytes(task.path, task.test_script), 0o755)
+    script_path = f"{TESTS_DIR}/{task.test_script.name}"
+    if script_path in files:  # uv's throw-away cache flags dropped: the staged cache is all there is offline
+        data, mode = files[script_path]
+        files[script_path] = (offline_script(data.decode(errors="surrogateescape")).encode(errors="surrogateescape"), mode)
     await put_files(sandbox, files)
     script = f"{TESTS_DIR}/{'test.sh' if task.layout == 'harbor' else 'run-tests.sh'}"
     env = {**VERIFIER_OFFLINE_ENV, **task.verifier_env}

@@ -6,11 +6,9 @@ Two layouts load into one :class:`HarborTask`:
 
       task-name/instruction.md  task.toml  environment/Dockerfile  solution/solve.sh  tests/test.sh
 
-  ``task.toml`` is parsed with :mod:`tomllib` into :class:`HarborTaskToml`. The sections this
-  family acts on (``[agent]``, ``[environment]``, ``[verifier]``) are strict: an unknown key in
-  them is an error, since silently ignoring a limit would grade differently from Harbor. Other
-  sections (``[metadata]``, ``[task]``, ``[solution]``...) are kept as given and not read: Harbor
-  adds sections as it evolves, and none of them changes how a task is built or graded here.
+  ``task.toml`` is parsed with :mod:`tomllib` into :class:`~.schema.HarborTaskToml`, Harbor's
+  own schema: a key it does not define is warned about once per load and ignored, as Harbor
+  ignores it; the keys that change grading and cannot be honoured here refuse the task.
 * Terminal-Bench 1::
 
       task-name/task.yaml  Dockerfile  docker-compose.yaml  solution.sh  run-tests.sh  tests/
@@ -30,116 +28,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gymfleet.envs.errors import TaskError
+from gymfleet.envs.harbor.schema import HarborTaskToml, grading_refusal, sandbox_env, unknown_keys
 from gymfleet.envs.task_files import read_text
 
 log = logging.getLogger(__name__)
 
 class NoSolutionError(TaskError, NotImplementedError):
     """The task has no solution script, so no gold policy (``check_env`` skips such tasks)."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class AgentSection(_Strict):
-    """``[agent]`` of ``task.toml``."""
-
-    timeout_sec: float = Field(default=600.0, gt=0)
-    """Seconds the agent's commands may run in all (model time not counted here)."""
-    user: str | None = None
-    """User the agent runs as (informative: commands run as the image's user)."""
-
-
-class EnvironmentSection(_Strict):
-    """``[environment]`` of ``task.toml``."""
-
-    build_timeout_sec: float = Field(default=600.0, gt=0)
-    """Seconds the image build may take."""
-    docker_image: str | None = None
-    """A prebuilt image Harbor would pull instead of building; unused here (nothing is pulled)."""
-    cpus: float = Field(default=1.0, gt=0)
-    """CPU limit of the sandbox, cores."""
-    memory_mb: int = Field(default=2048, ge=64)
-    """Memory limit of the sandbox, MiB."""
-    storage_mb: int = Field(default=10240, ge=1)
-    """Writable space of the sandbox, MiB (the sandbox's ``disk_mb``)."""
-    memory: str | None = None
-    """Memory limit with a unit (``"2G"``, ``"512M"``), as TB2's task files give it; when set it
-    replaces ``memory_mb`` (as in Harbor, which keeps it beside ``memory_mb`` for old tasks)."""
-    storage: str | None = None
-    """Writable space with a unit (``"10G"``); when set it replaces ``storage_mb``."""
-    gpus: int = Field(default=0, ge=0)
-    """GPUs the task needs; a task asking for any is refused."""
-    gpu_types: list[str] | None = None
-    """GPU models the task accepts (Harbor's scheduling hint); read only with ``gpus`` > 0, which
-    is refused anyway."""
-    allow_internet: bool = True
-    """Harbor's default; here every sandbox runs without network (``info`` says so)."""
-    workdir: str | None = None
-    """Working directory of the agent; default: the image's WORKDIR."""
-    healthcheck: Any = None
-    """Harbor's container health check; not run here."""
-    mcp_servers: list[Any] = Field(default_factory=list)
-    """MCP servers of the task; a task listing any is refused."""
-    skills_dir: str | None = None
-    """Harbor's skills folder; unused."""
-
-    @field_validator("memory", "storage")
-    @classmethod
-    def _has_a_unit(cls, value: str | None) -> str | None:
-        if value is not None:
-            size_to_mb(value)
-        return value
-
-    @model_validator(mode="after")
-    def _sizes_in_mb(self) -> EnvironmentSection:
-        if self.memory is not None:
-            self.memory_mb = max(size_to_mb(self.memory), 64)
-        if self.storage is not None:
-            self.storage_mb = max(size_to_mb(self.storage), 1)
-        return self
-
-
-_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-def size_to_mb(size: str) -> int:
-    """``"2G"`` -> 2048: a size with a unit (K, M, G or T, optionally followed by ``B`` or ``i``,
-    binary multiples as in Harbor) in MiB, rounded down.
-
-    Raises:
-        ValueError: no number or no known unit (the message gives the accepted form).
-    """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:i?B?)\s*", size.upper())
-    if match is None:
-        raise ValueError(f"{size!r} is not a size: write a number and a unit, e.g. '2G' or '512M'")
-    return int(float(match.group(1)) * _UNITS_MB[match.group(2)])
-
-
-class VerifierSection(_Strict):
-    """``[verifier]`` of ``task.toml``."""
-
-    timeout_sec: float = Field(default=600.0, gt=0)
-    """Seconds ``tests/test.sh`` may run."""
-    user: str | None = None
-    """User the verifier runs as (informative)."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Environment variables of the verifier (``[verifier.env]``)."""
-
-
-class HarborTaskToml(BaseModel):
-    """``task.toml``: the three sections read here are strict; others are kept, unread."""
-
-    model_config = ConfigDict(extra="allow")
-
-    version: str = "1.0"
-    agent: AgentSection = Field(default_factory=AgentSection)
-    environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
-    verifier: VerifierSection = Field(default_factory=VerifierSection)
 
 
 class TB1TaskYaml(BaseModel):
@@ -169,8 +67,13 @@ class HarborTask:
         allow_internet: what the task asked for (the sandbox has no network regardless).
         verifier_env: extra environment of the verifier.
         context_dir: the Docker build context (``environment/``, or the TB1 folder).
-        refusal: why the task cannot run here (compose with extra services, GPUs, MCP), or None.
+        refusal: why the task cannot run here (compose with extra services, GPUs, MCP, keys that
+            change grading), or None.
         extra: the other config keys, for ``info``.
+        env: ``[environment.env]``, the container's variables (templates resolved).
+        solution_env: ``[solution.env]``, set before the oracle's ``solve.sh``.
+        notes: what ``task.toml`` asked for that is honoured otherwise here, one line each.
+        unknown_keys: keys Harbor's schema does not define (warned once when loaded).
     """
 
     name: str
@@ -189,6 +92,10 @@ class HarborTask:
     workdir: str | None = None
     refusal: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    solution_env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unknown_keys: list[str] = field(default_factory=list)
 
     @property
     def dockerfile(self) -> Path:
@@ -212,20 +119,25 @@ class HarborTask:
         return path if path.is_file() else None
 
 
-def load_task(path: Path) -> HarborTask:
+def load_task(path: Path, warn: bool = True) -> HarborTask:
     """Reads the task folder at ``path`` (either layout).
+
+    Args:
+        path: the task folder.
+        warn: log one warning naming the ``task.toml`` keys Harbor's schema does not define
+            (the caller that reports them itself, the sweep, passes False).
 
     Raises:
         TaskError: neither layout, a required file is missing, or the config does not validate.
     """
     if (path / "task.toml").is_file():
-        return _load_harbor(path)
+        return _load_harbor(path, warn)
     if (path / "task.yaml").is_file():
         return _load_tb1(path)
     raise TaskError(f"{path} is not a task folder: it has neither task.toml (Harbor) nor task.yaml (TB1)")
 
 
-def _load_harbor(path: Path) -> HarborTask:
+def _load_harbor(path: Path, warn: bool = True) -> HarborTask:
     for required in ("instruction.md", "tests/test.sh"):
         if not (path / required).is_file():
             raise TaskError(f"task {path.name!r} ({path}) has no {required}")
@@ -237,21 +149,43 @@ def _load_harbor(path: Path) -> HarborTask:
         raise TaskError(f"task {path.name!r}: task.toml does not validate: {_errors(exc)}") from exc
     env = config.environment
     context = path / "environment"
+    container_env, dropped = sandbox_env(env.env)
+    verifier_env, dropped_v = sandbox_env(config.verifier.env)
+    solution_env, dropped_s = sandbox_env(config.solution.env)
+    unknown = unknown_keys(config)
+    if unknown and warn:
+        log.warning("task %r: task.toml keys Harbor's schema does not define, ignored: %s", path.name, ", ".join(unknown))
     return HarborTask(
         name=path.name, path=path, layout="harbor", instruction=_read(path, "instruction.md"),
         agent_timeout_s=config.agent.timeout_sec, verifier_timeout_s=config.verifier.timeout_sec,
         build_timeout_s=env.build_timeout_sec, cpus=env.cpus, memory_mb=env.memory_mb,
-        storage_mb=env.storage_mb, allow_internet=env.allow_internet, verifier_env=config.verifier.env,
-        context_dir=context, workdir=env.workdir, refusal=_harbor_refusal(env, context),
-        extra=dict(config.model_extra or {}),
+        storage_mb=env.storage_mb, allow_internet=env.internet, verifier_env=verifier_env,
+        context_dir=context, workdir=env.workdir,
+        refusal=grading_refusal(config) or _harbor_refusal(context),
+        extra={k: v for k, v in (config.model_extra or {}).items()}, env=container_env,
+        solution_env=solution_env, notes=_notes(config, [*dropped, *dropped_v, *dropped_s]), unknown_keys=unknown,
     )
 
 
-def _harbor_refusal(env: EnvironmentSection, context: Path) -> str | None:
-    if env.gpus:
-        return f"needs {env.gpus} GPU(s); sandboxes here have none"
-    if env.mcp_servers:
-        return "needs MCP servers, which this family does not start"
+def _notes(config: HarborTaskToml, dropped: list[str]) -> list[str]:
+    """What the task asks for that this family honours in its own way (for ``info``)."""
+    env, notes = config.environment, []
+    modes = {config.agent.network_mode, config.verifier.network_mode, env.network_mode} - {None, "no-network"}
+    if env.internet or modes or env.allowed_hosts or config.agent.allowed_hosts or config.verifier.allowed_hosts:
+        notes.append("network: the task allows some network (network_mode / allowed_hosts / allow_internet); "
+                     "sandboxes here have none")
+    if dropped:
+        notes.append(f"env: {', '.join(dropped)} name host variables, which do not enter a sandbox: left unset")
+    if config.verifier.collect or config.artifacts:
+        notes.append("artifacts: [[verifier.collect]] and artifacts are not collected (they do not change the reward)")
+    if env.docker_image or env.image_name:
+        notes.append("image: docker_image / image_name are not pulled; the Dockerfile is built")
+    if env.healthcheck:
+        notes.append("healthcheck: not run before the agent starts")
+    return notes
+
+
+def _harbor_refusal(context: Path) -> str | None:
     compose = next((p for p in (context / "docker-compose.yaml", context / "docker-compose.yml") if p.is_file()), None)
     if compose is not None:
         return f"docker-compose task ({compose.name}): multi-container tasks are not supported"
@@ -331,12 +265,34 @@ def _is_task(path: Path) -> bool:
     return path.is_dir() and ((path / "task.toml").is_file() or (path / "task.yaml").is_file())
 
 
+@dataclass(frozen=True)
+class TaskSet:
+    """The tasks a path names, and those skipped as malformed.
+
+    Attributes:
+        tasks: the valid tasks by name.
+        skipped: name -> why it was skipped (one line).
+    """
+
+    tasks: dict[str, HarborTask]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
 def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str, HarborTask]:
+    """Every valid task under ``path`` by name; see :func:`load_task_set`.
+
+    Raises:
+        TaskError: as :func:`load_task_set`.
+    """
+    return load_task_set(path, task_ids).tasks
+
+
+def load_task_set(path: str | Path, task_ids: list[str] | None = None) -> TaskSet:
     """Every task under ``path`` (see :func:`task_folders`), or only ``task_ids``, by name.
 
     In a folder of tasks (or a glob) a malformed task is skipped with one warning naming it and
-    why, so that one bad task does not block a corpus; a task named in ``task_ids``, or the one
-    task ``path`` names, is not skipped.
+    why (kept in :attr:`TaskSet.skipped`), so that one bad task does not block a corpus; a task
+    named in ``task_ids``, or the one task ``path`` names, is not skipped.
 
     Raises:
         TaskError: no task, no valid task, a named task is missing or malformed, or two folders
@@ -354,16 +310,16 @@ def load_tasks(path: str | Path, task_ids: list[str] | None = None) -> dict[str,
             raise TaskError(f"no task {', '.join(map(repr, missing))} at {path}; known: {', '.join(sorted(by_name)[:20])}")
         by_name = {t: by_name[t] for t in task_ids}
     if task_ids is not None or _is_task(Path(os.path.expanduser(str(path)))):
-        return {name: load_task(folder) for name, folder in sorted(by_name.items())}
+        return TaskSet({name: load_task(folder) for name, folder in sorted(by_name.items())})
     tasks: dict[str, HarborTask] = {}
-    invalid: list[str] = []
+    skipped: dict[str, str] = {}
     for name, folder in sorted(by_name.items()):
         try:
             tasks[name] = load_task(folder)
         except TaskError as exc:
-            reason = " ".join(str(exc).split())
-            invalid.append(reason)
-            log.warning("skipping task %r: %s", name, reason.removeprefix(f"task {name!r}: "))
+            skipped[name] = " ".join(str(exc).split()).removeprefix(f"task {name!r}: ")
+            log.warning("skipping task %r: %s", name, skipped[name])
     if not tasks:
-        raise TaskError(f"no valid task at {path}: {len(invalid)} invalid, e.g. {invalid[0]}")
-    return tasks
+        raise TaskError(f"no valid task at {path}: {len(skipped)} invalid, e.g. task {next(iter(skipped))!r}: "
+                        f"{next(iter(skipped.values()))}")
+    return TaskSet(tasks, skipped)

@@ -11,10 +11,12 @@ made to its image (``docker_layer.py``, read on the host) are sorted by :class:`
   (every ``site-packages``/``dist-packages``, every ``<prefix>/lib/python3*``: a venv the image
   made under ``/opt``, conda's), modified or deleted; Python start-up hooks anywhere
   (``sitecustomize``, ``usercustomize``; every ``.pth``, since even a path line can put a folder
-  holding a ``sitecustomize`` on ``sys.path``; a ``pytest11`` entry point); files at the
-  filesystem root (``/pytest.ini``, ``/conftest.py``); compiled Python and new modules of a standard library folder (ahead of site-packages); the
+  holding a ``sitecustomize`` on ``sys.path``; a ``pytest11`` entry point); pytest's
+  configuration at the filesystem root (``/pytest.ini``, ``/conftest.py``: :data:`ROOT_CONFIG`); compiled Python and new modules of a standard library folder (ahead of site-packages); the
   configuration of the loader, shell, Python, pip, uv, apt and git (``/etc/ld.so.*``,
-  ``/etc/profile*``, ``/etc/python3*``, ``/etc/apt``, ...); every dotfile of a home folder;
+  ``/etc/profile*``, ``/etc/python3*``, ``/etc/apt``, ...); a home folder's start-up and
+  configuration files (shell rc files, ``.local``, pip/uv/git config: :data:`HOME_STARTUP`), not
+  its other dotfiles (``~/.ssh/authorized_keys`` is graded as written);
   and a new file on ``PATH`` or in a Python folder that *shadows* one the image has elsewhere
   (``/usr/local/bin/python3`` before ``/usr/bin/python3``);
 - **carried**: everything else, new files in the code roots and package folders included (a new
@@ -58,7 +60,22 @@ PY_DIR_GLOBS = ("/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3
                 "/usr/local/lib/python3.*", "/usr/lib/python3.*")
 """Folders Python imports from (the standard library's last: it comes first on ``sys.path``)."""
 _HOOK = re.compile(r"^(sitecustomize|usercustomize)(\..*)?$")
-_HOME_DOT = re.compile(r"^/(root|home/[^/]+)/\.")
+_HOME_DOT = re.compile(r"^/(?:root|home/[^/]+)/(\.[^/]+)(?:/([^/]+))?")
+HOME_STARTUP = frozenset({
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
+    ".zlogin", ".inputrc", ".pydistutils.cfg", ".pypirc", ".pip", ".netrc", ".curlrc", ".wgetrc", ".npmrc",
+    ".condarc", ".gitconfig", ".pythonrc", ".pythonrc.py", ".local", ".cache",
+})
+"""Dotfiles and dot folders of a home folder that shells, Python, pip, uv, git, curl and the
+package managers read at start-up or keep code in (``.local/bin``, ``.local/lib``, uv's and pip's
+caches); ``.config`` counts through :data:`HOME_CONFIG`. Any other dotfile (``.ssh/authorized_keys``,
+an app's data) is the agent's work and is graded as written."""
+HOME_CONFIG = frozenset({"pip", "uv", "git", "python", "pytest", "matplotlib", "fish", "environment.d"})
+"""Folders under ``~/.config`` that the verifier's tools read."""
+ROOT_CONFIG = frozenset({"pytest.ini", ".pytest.ini", "conftest.py", "pyproject.toml", "tox.ini", "setup.cfg",
+                         "sitecustomize.py", "usercustomize.py"})
+"""Files at the filesystem root that pytest (which looks for its configuration and ``conftest.py``
+in the folders above ``/tests``) or Python reads; any other file there is graded as written."""
 _SITE = re.compile(r"/(site|dist)-packages(/|$)")
 """A Python package folder, wherever it is (a venv the image made under ``/opt``, conda's)."""
 _PY_LIB = re.compile(r"/lib/python3[^/]*(/|$)")
@@ -126,12 +143,13 @@ class ToolchainRules:
             return None
         if _HOOK.match(name):
             return "a Python start-up hook"
-        if posixpath.dirname(path) == "/" and not entry.is_dir:
-            return "a file at the filesystem root (pytest reads pytest.ini, conftest.py there)"
+        if posixpath.dirname(path) == "/" and not entry.is_dir and name in ROOT_CONFIG:
+            return "pytest's configuration at the filesystem root (pytest reads it above /tests)"
         if any(fnmatch.fnmatch(path, g) or fnmatch.fnmatch(path, g + "/*") for g in CONFIG_GLOBS):
             return "configuration of the verifier's tools"
-        if _HOME_DOT.match(path):
-            return "a dotfile of a home folder"
+        if (dot := _HOME_DOT.match(path)) and (dot.group(1) in HOME_STARTUP
+                                               or (dot.group(1) == ".config" and dot.group(2) in HOME_CONFIG)):
+            return "a start-up or configuration file of a home folder"
         if name.endswith(".pth") and not entry.is_dir:
             # even a path-only line appends a folder to sys.path, say one holding a sitecustomize.py
             return "a .pth file (Python's site module reads it at start-up)"

@@ -68,7 +68,7 @@ async def test_allow_internet_runs_without_network_and_says_so(docker_available:
     env = HarborEnv(sandbox="docker", path=str(TASKS), task_ids=["offline-task"])
     try:
         first, info = await env.reset_async(options={"instance_id": "offline-task", "max_turns": 2})
-        assert info["network"] is False and "without network" in info["allow_internet"]
+        assert info["network"] is False and info["allow_internet"] is True and "without network" in info["network_note"]
         assert "You have 2 turns" in first and info["max_turns"] == 2  # the run's lower limit is told
         observation, *_ = await env.step_async(probe)
         assert "OFFLINE" in observation
@@ -79,9 +79,14 @@ async def test_allow_internet_runs_without_network_and_says_so(docker_available:
 
 
 async def test_a_verifier_fetching_uv_and_pytest_grades_offline(docker_available: bool) -> None:
+    """A task in Harbor's newer schema, FROM a registry mirror, whose verifier runs uvx with
+    `--no-cache-dir`, `-w` and `--with`: before, it was refused (schema), then unbuildable
+    (mirror), then graded 0 (staging a no-op)."""
     reset_info, reward, info = await _gold(TASKS, "uvx-verifier")
-    assert reward == 1.0, info["grading"]["output_tail"]
-    assert reset_info["base_substitution"][0].startswith("ubuntu:24.04 -> gymfleet/base-trixie")
+    assert reward == 1.0, info["grading"]["output_tail"]  # the oracle wrote $ANSWER_FILE: [environment.env] applied
+    assert reset_info["base_substitution"][0].startswith(
+        "public.ecr.aws/docker/library/ubuntu:24.04 -> gymfleet/base-trixie")
+    assert reset_info["task_toml"]["unknown_keys"] == [] and reset_info["allow_internet"] is False
     _, reward, info = await _play(TASKS, "uvx-verifier", ["submit"])
     assert reward == 0.0 and info["grading"]["error"] is None
 
@@ -111,3 +116,13 @@ async def test_a_task_with_a_non_root_user_runs_and_grades(docker_available: boo
     assert reward == 1.0 and info.get("grading_error") is None, info
     _, reward, info = await _play(TASKS, "nonroot-user", ["submit"])
     assert reward == 0.0 and info.get("grading_error") is None, info
+
+
+async def test_an_image_entrypoint_that_does_not_exec_its_arguments_runs_as_in_harbor(docker_available: bool) -> None:
+    # before: the entrypoint was PID 1 beside the keep-alive, stopping the agent's processes
+    # failed and every episode (no-op and oracle alike) could not be graded
+    reset_info, reward, info = await _gold(TASKS, "entrypoint-service")
+    assert reset_info["entrypoint"] == ["/usr/local/bin/start.sh"]
+    assert reward == 1.0 and info.get("grading_error") is None, info.get("grading", info)  # its service up for agent and tests
+    _, reward, info = await _play(TASKS, "entrypoint-service", ["submit"])
+    assert reward == 0.0 and info.get("grading_error") is None, info.get("grading", info)

@@ -236,3 +236,18 @@ async def test_tb1_forged_pass_lines_earn_nothing(docker_available: bool) -> Non
     assert reward == 0.0 and info["grading"]["error"] is None, info["grading"]
     assert info["grading"]["extra"]["tests"] == {"test_add_small": "FAILED", "test_add_negative": "FAILED"}
     assert "PASSED ../tests/test_outputs.py::test_add_small" in info["grading"]["output_tail"]  # the forgery ran
+
+
+async def test_an_answer_in_a_home_dotfile_or_at_the_root_is_graded_as_written(docker_available: bool) -> None:
+    """Isolation withholds what can change the verifier (start-up and configuration files), not
+    the agent's answers: an SSH key file and a file at / scored 0 before (withheld as "a dotfile
+    of a home folder" and "a file at the filesystem root")."""
+    env = HarborEnv(sandbox="docker", path=str(TASKS), task_ids=["dotfile-answer"])
+    gold = env.gold_actions(env.instance("dotfile-answer"))[:-1]
+    await env.close_async()
+    _, reward, info = await _play(gold, TASKS, "dotfile-answer")
+    assert reward == 1.0 and info["grading"]["fresh_sandbox"] is False, info["grading"]
+    # beside a hook in pytest's configuration: graded in a fresh sandbox, the answers carried
+    _, reward, info = await _play([*gold, bash("printf '[pytest]\\n' > /pytest.ini")], TASKS, "dotfile-answer")
+    assert reward == 1.0 and info["grading"]["fresh_sandbox"] is True, info["grading"]
+    assert set(info["grading"]["withheld"]) == {"/pytest.ini"}, info["grading"]

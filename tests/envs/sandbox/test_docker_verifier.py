@@ -30,11 +30,16 @@ def entry(path: str, *, in_image: bool = False, is_dir: bool = False, image_dir:
     ("/usr/local/lib/python3.11/dist-packages/x/__pycache__/a.cpython-311.pyc", False, "compiled Python"),
     ("/etc/python3.11/sitecustomize.py", True, "a Python start-up hook"),
     ("/usr/local/lib/python3.11/dist-packages/usercustomize.py", False, "a Python start-up hook"),
-    ("/conftest.py", False, "a file at the filesystem root (pytest reads pytest.ini, conftest.py there)"),
+    ("/conftest.py", False, "pytest's configuration at the filesystem root (pytest reads it above /tests)"),
+    ("/answer.txt", False, None),  # a file at / is the agent's answer, not the verifier's configuration
     ("/etc/ld.so.preload", False, "configuration of the verifier's tools"),
     ("/etc/apt/apt.conf.d/99hook", False, "configuration of the verifier's tools"),
-    ("/root/.bashrc", True, "a dotfile of a home folder"),
-    ("/home/dev/.config/uv/uv.toml", False, "a dotfile of a home folder"),
+    ("/root/.bashrc", True, "a start-up or configuration file of a home folder"),
+    ("/root/.local/bin/uvx", True, "a start-up or configuration file of a home folder"),
+    ("/root/.cache/uv/archive-v0/x/pytest/__init__.py", False, "a start-up or configuration file of a home folder"),
+    ("/root/.ssh/authorized_keys", True, None),  # a key-revocation task's answer is graded as written
+    ("/home/dev/.config/myapp/settings.json", False, None),
+    ("/home/dev/.config/uv/uv.toml", False, "a start-up or configuration file of a home folder"),
     ("/usr/local/bin/mytool", False, None),  # new, shadowing nothing (checked in the image later)
     ("/etc/nginx/nginx.conf", True, None),
     ("/app/solution.py", True, None),  # the workdir is the agent's, PYTHONPATH or not

@@ -1,2 +1,3 @@
 #!/bin/bash
-echo 42 > /app/answer.txt
+# ANSWER_FILE comes from task.toml's [environment.env]
+echo 42 > "$ANSWER_FILE"
