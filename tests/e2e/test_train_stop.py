@@ -69,18 +69,34 @@ def _assert_consistent(tmp_path: Path, run_id: str, config: Path, bucket: Adapte
     return status
 
 
-def test_ctrl_c_stops_like_sigterm_and_status_agrees_everywhere(tmp_path: Path) -> None:
-    # Before: the learner got the terminal's SIGINT too (KeyboardInterrupt traceback, "the learner
-    # process died"), and a Ctrl-C on the last step left report.json "interrupted" with the step's
-    # row missing while a rerun said "complete".
-    run_id = "ctrlc"
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_killed_train_takes_its_learner_and_ctrl_c_on_the_last_step_agrees_everywhere(tmp_path: Path) -> None:
+    run_id = "stop"
     config = tiny_train_config(tmp_path, run_id, budget={"max_steps": 4})
     bucket = AdapterBucket(str(tmp_path / "bucket"), run_id)
+    # 1. SIGKILL of `gymfleet train`: before, its learner lived on (10+ minutes), renewing the
+    # run's seat, and every rerun exited 3 with LearnerBusyError.
     job = train_process(config, own_group=True)
     _wait_for_version(bucket, job, 1)
-    _ctrl_c(job)  # mid-run: the learner is alive
-    assert _assert_consistent(tmp_path, run_id, config, bucket, 4) == "interrupted"
-    # Resume with a budget that the next step spends; Ctrl-C as that last step is published.
+    learner_pid = int((tmp_path / "report" / "learner.pid").read_text())
+    job.kill()
+    job.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while _pid_alive(learner_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _pid_alive(learner_pid), "the learner outlived its run"
+    # 2. The rerun takes the dead learner's seat at once and resumes; a Ctrl-C as its last step is
+    # published (the learner still running) stops it as SIGTERM does. Before, the learner got the
+    # terminal's SIGINT too (KeyboardInterrupt traceback, "the learner process died"), and a Ctrl-C
+    # on the last step left report.json and `runs list` "interrupted" (the step's row missing)
+    # while the rerun said "complete".
     last = bucket.get(bucket.newest_version()).meta["step"] + 1
     job = train_process(config, f"budget.max_steps={last}", own_group=True)
     _wait_for_version(bucket, job, bucket.newest_version() + 1)
