@@ -100,14 +100,14 @@ def rollout(
         episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
     except (EnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console().print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        err_console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
         raise typer.Exit(2) from None
     for ep in episodes:
         if json_out:
             typer.echo(json.dumps(_episode_json(ep), default=str))
         else:
             _print_episode(ep)
-    _print_summary(episodes)
+    _print_summary(episodes, err_console if json_out else console())  # --json: stdout holds JSON lines only
     if kwarg:
         _print_pictures(Path(kwargs[kwarg]), started, err_console if json_out else console())
 
@@ -169,8 +169,8 @@ def _print_episode(ep: Episode) -> None:
     console().print(f"[bold]reward {ep.reward:g}[/] ({end}, {len(ep.turns)} turns, {ep.duration_s:.1f} s)")
 
 
-def _print_summary(episodes: list[Episode]) -> None:
+def _print_summary(episodes: list[Episode], out: Console) -> None:
     table = Table("env", "instance", "reward", "turns", "seconds")
     for ep in episodes:
         table.add_row(ep.env_id, ep.instance_id, f"{ep.reward:g}", str(len(ep.turns)), f"{ep.duration_s:.1f}")
-    console().print(table)
+    out.print(table)

@@ -54,3 +54,14 @@ def test_rollout_says_where_it_wrote_its_pngs(tmp_path) -> None:
     output = result.output.replace("\n", "")
     assert f"wrote 2 PNGs under {tmp_path / 'pics'}" in output
     assert str(tmp_path / "pics" / "alpha") in output and str(tmp_path / "pics" / "beta") in output
+
+
+def test_rollout_json_is_pure_json_lines() -> None:
+    # Before: the summary table followed the JSON on stdout (`| jq` broke).
+    result = _rollout(ECHO_ID, "--n", "2", "--json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    episodes = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(episodes) == 2 and all(e["reward"] == 1 for e in episodes)
+    assert "instance" in result.stderr  # the summary table, on stderr
