@@ -87,7 +87,8 @@ def rollout(
         list[str] | None, typer.Option("--env-arg", help="KEY=VALUE passed to the env (repeatable).")
     ] = None,
     artifacts_dir: Annotated[
-        str, typer.Option(help="Folder for the PNGs of envs that make pictures (screenshots, renders).")
+        str, typer.Option(help="Folder for the PNGs of envs that make pictures (screenshots, renders), "
+                               "under a subfolder per policy (gold/, noop/).")
     ] = "runs/rollouts",
 ) -> None:
     """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
@@ -95,8 +96,8 @@ def rollout(
     started = time.time()
     try:
         kwarg = env_class(env).artifacts_kwarg
-        if kwarg:
-            kwargs.setdefault(kwarg, artifacts_dir)
+        if kwarg:  # one folder per policy: a no-op rollout keeps the gold one's pictures
+            kwargs.setdefault(kwarg, str(Path(artifacts_dir) / policy.value))
         episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
     except (EnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -52,8 +52,14 @@ def test_rollout_says_where_it_wrote_its_pngs(tmp_path) -> None:
     result = _rollout(picture_id, "--n", "2", "--artifacts-dir", str(tmp_path / "pics"))
     assert result.exit_code == 0, result.output
     output = result.output.replace("\n", "")
-    assert f"wrote 2 PNGs under {tmp_path / 'pics'}" in output
-    assert str(tmp_path / "pics" / "alpha") in output and str(tmp_path / "pics" / "beta") in output
+    assert f"wrote 2 PNGs under {tmp_path / 'pics' / 'gold'}" in output
+    assert str(tmp_path / "pics" / "gold" / "alpha") in output and str(tmp_path / "pics" / "gold" / "beta") in output
+    # Before: a no-op rollout of the same instances erased the gold rollout's PNGs.
+    gold = sorted((tmp_path / "pics" / "gold").rglob("*.png"))
+    result = _rollout(picture_id, "--n", "2", "--policy", "noop", "--artifacts-dir", str(tmp_path / "pics"))
+    assert result.exit_code == 0, result.output
+    assert sorted((tmp_path / "pics" / "gold").rglob("*.png")) == gold and gold
+    assert list((tmp_path / "pics" / "noop").rglob("*.png"))
 
 
 def test_rollout_json_is_pure_json_lines() -> None:
