@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gymfleet.trainer.learner import LearnerConfig
     from gymfleet.trainer.rollout_policy import RolloutPolicy
 
+from gymfleet.core.errors import GymfleetError
 from gymfleet.core.jsonl import open_for_append
 from gymfleet.core.quiet import quiet_if_asked
 
@@ -73,7 +74,19 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = No
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     (report / PID_FILE).write_text(str(os.getpid()))
-    asyncio.run(learn(args, _OwnedStop(stop, owner), attempts, wanted))
+    try:
+        asyncio.run(learn(args, _OwnedStop(stop, owner), attempts, wanted))
+    except GymfleetError as exc:  # the user's to fix (another live learner, a bucket, a store): no traceback
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        logging.getLogger("gymfleet.trainer.worker").error("learner stopped: %s", message)
+        with open_for_append(report / STEPS_FILE) as out:
+            _write(out, {"event": "error", "t": time.time(), "message": message})
+        sys.exit(EXIT_REFUSED)
+
+
+EXIT_REFUSED = 2
+"""The learner process's exit status when it stops on a GymfleetError (its ``error`` row in
+``learner.jsonl`` says why); rerunning does not help until that is fixed."""
 
 
 PR_SET_PDEATHSIG = 1
