@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.run.config import load_train_config
 from gymfleet.run.job import RunCompleteError, _refuse_if_complete
@@ -102,3 +105,9 @@ def test_killed_train_takes_its_learner_and_ctrl_c_on_the_last_step_agrees_every
     _wait_for_version(bucket, job, bucket.newest_version() + 1)
     _ctrl_c(job)
     assert _assert_consistent(tmp_path, run_id, config, bucket, last) == "completed (budget)"
+    # The run's newest version exported: its card names the task, env and instances it trained on.
+    exported = CliRunner().invoke(app, ["adapters", "export", "latest", str(tmp_path / "export"), "--run", run_id,
+                                        "--bucket", str(tmp_path / "bucket"), "--store", str(tmp_path / "store.db")])
+    assert exported.exit_code == 0, exported.output
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "| echo | `gymfleet-test/SlowEcho-v0` | `w0" in card, card
