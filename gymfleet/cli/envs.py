@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from enum import Enum
 from pathlib import Path
@@ -51,7 +52,8 @@ def check_command(
     """Checks the env contract: types, gold earns 1, no-op earns 0, close releases everything."""
     kwargs = _env_kwargs(env_arg)
     try:
-        report = check_env(env_id, env_kwargs=kwargs, n_instances=n_instances, instance_ids=instance)
+        with Heartbeat(err_console, f"envs check {env_id}"):  # image builds can take minutes: say it still runs
+            report = check_env(env_id, env_kwargs=kwargs, n_instances=n_instances, instance_ids=instance)
     except EnvCheckError as exc:
         console().print(f"[red]contract broken:[/] {exc}", markup=True, highlight=False)
         raise typer.Exit(1) from None
@@ -62,6 +64,41 @@ def check_command(
     console().print(f"[green]ok[/] {env_id}: {report.n_instances} instance(s), gold earned 1 and no-op 0 "
                   f"on each ({', '.join(report.gold_rewards)}), close left nothing ({report.duration_s:.1f} s)",
                   highlight=False)
+
+
+HEARTBEAT_S = 15.0
+"""Seconds between two "still running" lines of a long ``envs check``."""
+
+
+class Heartbeat:
+    """While its ``with`` lasts, prints ``<what>: still running after N s ...`` every ``every_s``
+    seconds (from a thread: the check it watches blocks this one), so that a check that builds
+    images for minutes is never silent.
+
+    Args:
+        out: where the lines go (stderr).
+        what: names the work.
+        every_s: seconds between two lines.
+    """
+
+    def __init__(self, out: Console, what: str, every_s: float = HEARTBEAT_S) -> None:
+        self.out, self.what, self.every_s = out, what, every_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.every_s):
+            self.out.print(f"{self.what}: still running after {time.monotonic() - self._t0:.0f} s (a first check "
+                           "builds the env's images and starts its services: minutes)", markup=False, highlight=False)
 
 
 def _env_kwargs(env_arg: list[str] | None) -> dict[str, str]:

@@ -71,3 +71,19 @@ def test_rollout_json_is_pure_json_lines() -> None:
     episodes = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(episodes) == 2 and all(e["reward"] == 1 for e in episodes)
     assert "instance" in result.stderr  # the summary table, on stderr
+
+
+def test_a_long_check_is_never_silent() -> None:
+    # Before: `envs check gymfleet/Harbor-v0` printed nothing for about three minutes of image builds.
+    import io
+    import time
+
+    from rich.console import Console
+
+    from gymfleet.cli.envs import Heartbeat
+
+    out = io.StringIO()
+    with Heartbeat(Console(file=out, width=200), "envs check x/Slow-v0", every_s=0.05):
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("envs check x/Slow-v0: still running after") for line in lines)
