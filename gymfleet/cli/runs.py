@@ -193,10 +193,10 @@ def grader_reason(metrics: dict[str, Any]) -> str:
     grading = metrics.get("grading")
     if not isinstance(grading, dict):
         return ""
-    tests = grading.get("tests") if isinstance(grading.get("tests"), dict) else {}
-    n_passed = sum(1 for v in tests.values() if v == "passed")
+    tests: dict[str, Any] = grading["tests"] if isinstance(grading.get("tests"), dict) else {}
+    n_passed = sum(v == "passed" for v in tests.values())
     parts = [f"{n_passed}/{len(tests)} tests passed"] if tests else []
-    failures = grading.get("failures") if isinstance(grading.get("failures"), dict) else {}
+    failures: dict[str, Any] = grading["failures"] if isinstance(grading.get("failures"), dict) else {}
     parts += [f"{name}: {' '.join(str(msg).split())[:300] or tests.get(name, 'failed')}" for name, msg in failures.items()]
     if grading.get("error"):
         parts.append(f"grading error: {grading['error']}")
