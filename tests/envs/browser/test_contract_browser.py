@@ -3,7 +3,8 @@
 Every id is made and checked (spec, instances, prompt, no-op action), and every per-task id
 passes `gymfleet envs check` (gymfleet's ``check_env``: types, gold earns 1, no-op earns 0, close
 leaves nothing) on the shared browser, the cheap way to cover each one in CI (Gymnasium's API
-checker, which makes its own browser per env, runs on a sample in tests/envs/test_contract.py).
+checker, which makes its own browser per env, runs on their class through Browser-v0 in
+tests/envs/test_contract.py).
 Every task is then played through one env on one page (a per-id page would cost a browser
 context per id): reset, a malformed action answered by an observation, a no-op (reward 0,
 truncated at max_turns), and the gold policy's availability.
