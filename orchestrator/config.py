@@ -219,15 +219,36 @@ def fill_run_id(template: str, run_id: str) -> str:
     return template.replace("{run_id}", run_id)
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest config file read (1 MiB; the biggest shipped config is a few KB): a bigger one is
+refused before it is read, so a mistaken path (a data file, a log) costs no memory or time."""
+
+
+def _override_value(override: str, raw: str) -> Any:
+    """An override's VALUE parsed as YAML.
+
+    Raises:
+        ConfigError: VALUE is not valid YAML (the message says to quote it).
+    """
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"override {override!r}: the value is not valid YAML ({problem}); quote it to set a "
+                          f"string, e.g. --set '{override.partition('=')[0]}=\"...\"'") from exc
+
+
 def apply_override(data: dict[str, Any], override: str) -> None:
     """Applies one ``a.b.0.c=VALUE`` override in place (VALUE parsed as YAML).
 
     Raises:
-        ConfigError: not KEY=VALUE, or a path through something that is not a mapping or list.
+        ConfigError: not KEY=VALUE, VALUE not YAML, or a path through something that is not a
+            mapping or list.
     """
     key, sep, raw = override.partition("=")
     if not sep or not key:
         raise ConfigError(f"override {override!r}: write KEY.PATH=VALUE, e.g. tasks.0.weight=2")
+    value = _override_value(override, raw)
     parts = key.split(".")
     node: Any = data
     for i, part in enumerate(parts):
@@ -236,11 +257,11 @@ def apply_override(data: dict[str, Any], override: str) -> None:
             if not part.isdigit() or int(part) >= len(node):
                 raise ConfigError(f"override {override!r}: {part!r} is not an index of a {len(node)}-item list")
             if last:
-                node[int(part)] = yaml.safe_load(raw)
+                node[int(part)] = value
             node = node[int(part)]
         elif isinstance(node, dict):
             if last:
-                node[part] = yaml.safe_load(raw)
+                node[part] = value
             node = node.setdefault(part, {})
         else:
             raise ConfigError(f"override {override!r}: {'.'.join(parts[:i])} is not a mapping or list")
@@ -253,11 +274,17 @@ def read_config_document(path: str | Path, overrides: list[str] | None, what: st
         what: names the document in errors ("run config", "train config").
 
     Raises:
-        ConfigError: unreadable file, bad YAML, not a mapping, or a bad override.
+        ConfigError: unreadable file, bad YAML, a file over :data:`MAX_CONFIG_BYTES`, not a
+            mapping, or a bad override.
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        with path.open("rb") as f:  # bounded: a 2 GB file is refused, not read
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{what} {path} is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a config "
+                              "(give the YAML file of the run)")
+        data = yaml.safe_load(raw.decode("utf-8")) or {}
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} {path} is not text (byte {exc.start} is not UTF-8): give a YAML file") from exc
     except (OSError, yaml.YAMLError) as exc:

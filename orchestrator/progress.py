@@ -31,6 +31,19 @@ class TaskStats:
     """Completion times (monotonic seconds) within the throughput window."""
     quarantined: str | None = None
     last_failure: str = ""
+    by_version: dict[int, list[float]] = field(default_factory=dict)
+    """Per behaviour policy version (the newest that sampled a rollout's tokens): reward sum,
+    rewarded rollouts, generated tokens of the task's ok and truncated rollouts."""
+
+    def window(self) -> tuple[int, float | None, float | None]:
+        """The newest policy version that sampled rewarded rollouts of this task, their mean reward
+        and mean generated tokens (the reward per learner step: a trend, where the since-start
+        mean hides one); ``(0, None, None)`` before any."""
+        if not self.by_version:
+            return 0, None, None
+        version = max(self.by_version)
+        total, n, tokens = self.by_version[version]
+        return version, total / n, tokens / n
 
     @property
     def completed(self) -> int:
@@ -72,6 +85,11 @@ class RunStats:
         if traj.status in (RolloutStatus.ok, RolloutStatus.truncated):
             stats.reward_sum += traj.reward
             stats.n_rewarded += 1
+            version = int(traj.versions.max()) if len(traj.versions) else 0
+            window = stats.by_version.setdefault(max(version, 0), [0.0, 0, 0])
+            window[0] += traj.reward
+            window[1] += 1
+            window[2] += int(traj.loss_mask.sum())
         if traj.status in FAILURES:
             stats.last_failure = traj.reason
 
@@ -97,22 +115,32 @@ class RunStats:
                     "completed": t.completed,
                     "by_status": dict(t.by_status),
                     "throughput_per_s": round(t.throughput_per_s(now), 4),
-                    "mean_reward": t.reward_sum / t.n_rewarded if t.n_rewarded else None,
+                    **_reward_fields(t),
                     "quarantined": t.quarantined,
                 }
                 for name, t in self.tasks.items()
             },
         }
 
+    def window_reward(self) -> float | None:
+        """The mean reward over every task's newest-version window (:meth:`TaskStats.window`)."""
+        total, n = 0.0, 0
+        for t in self.tasks.values():
+            if t.by_version:
+                reward_sum, count, _ = t.by_version[max(t.by_version)]
+                total, n = total + reward_sum, n + int(count)
+        return total / n if n else None
+
     def __rich__(self) -> Group:
         now = time.monotonic()
         table = Table(title=f"run {self.run_id}", title_justify="left")
-        for col in ("task", "weight", "in flight", "completed", "per min", "reward", "failures", "last failure"):
+        for col in ("task", "weight", "in flight", "completed", "per min", "reward (newest v)", "failures", "last failure"):
             table.add_column(col, justify="left" if col in ("task", "last failure") else "right")
         for t in self.tasks.values():
             failures = sum(t.by_status[s.value] for s in FAILURES)
             name = f"{t.name} [red](quarantined)[/]" if t.quarantined else t.name
-            reward = f"{t.reward_sum / t.n_rewarded:.3f}" if t.n_rewarded else "-"
+            _, window_reward, _ = t.window()
+            reward = f"{window_reward:.3f}" if window_reward is not None else "-"
             table.add_row(name, f"{t.weight:g}", str(t.in_flight), str(t.completed),
                           f"{60 * t.throughput_per_s(now):.1f}", reward, str(failures),
                           Text(t.last_failure[:60], style="dim"))
@@ -121,3 +149,13 @@ class RunStats:
         if self.paused:
             head.append(f" · paused: {self.paused}", style="yellow")
         return Group(head, table)
+
+
+def _reward_fields(t: TaskStats) -> dict[str, Any]:
+    """A task's reward in a metrics line: ``mean_reward`` over the rollouts the newest policy
+    version sampled (``reward_version``; one value per learner step, a trend), the since-start
+    mean under its own name, and the window's mean generated tokens per rollout."""
+    version, reward, tokens = t.window()
+    return {"mean_reward": reward, "reward_version": version,
+            "mean_reward_since_start": t.reward_sum / t.n_rewarded if t.n_rewarded else None,
+            "generated_tokens_per_rollout": tokens}

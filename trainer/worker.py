@@ -10,9 +10,13 @@ sync mode lets that many more groups start), and ``learner.jsonl`` in the report
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
+import multiprocessing
 import os
+import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
     from gymfleet.trainer.learner import LearnerConfig
     from gymfleet.trainer.rollout_policy import RolloutPolicy
 
+from gymfleet.core.errors import GymfleetError
 from gymfleet.core.jsonl import open_for_append
 from gymfleet.core.quiet import quiet_if_asked
 
@@ -62,13 +67,70 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = No
         attempts: a ``multiprocessing.Value('i')`` counting run_step calls that claimed groups.
         wanted: a ``multiprocessing.Value('i')`` counting groups the refill asked for (None: not shared).
     """
+    owner = _die_with_parent()
     quiet_if_asked()  # the parent's third-party noise settings (gymfleet --verbose or not)
     report = Path(args.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     (report / PID_FILE).write_text(str(os.getpid()))
-    asyncio.run(learn(args, stop, attempts, wanted))
+    try:
+        asyncio.run(learn(args, _OwnedStop(stop, owner), attempts, wanted))
+    except GymfleetError as exc:  # the user's to fix (another live learner, a bucket, a store): no traceback
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        logging.getLogger("gymfleet.trainer.worker").error("learner stopped: %s", message)
+        with open_for_append(report / STEPS_FILE) as out:
+            _write(out, {"event": "error", "t": time.time(), "message": message})
+        sys.exit(EXIT_REFUSED)
+
+
+EXIT_REFUSED = 2
+"""The learner process's exit status when it stops on a GymfleetError (its ``error`` row in
+``learner.jsonl`` says why); rerunning does not help until that is fixed."""
+
+
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (linux/prctl.h): the signal this process gets when its parent thread exits."""
+
+
+def _die_with_parent() -> int | None:
+    """Ties this learner process to the run that spawned it; returns the parent's pid.
+
+    * Ctrl-C reaches every process of the terminal's process group: the learner ignores SIGINT
+      (the parent was started with it blocked, :meth:`gymfleet.run.learner.ProcessLearner.start`)
+      and stops when its parent sets the stop event, after its step's row.
+    * A parent killed outright (SIGKILL) cannot set that event: on Linux the kernel then sends
+      this process SIGKILL (``PR_SET_PDEATHSIG``), so no orphan keeps training or renewing the
+      run's seat. The bucket commits by marker and claims lapse, so nothing is lost.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    parent = multiprocessing.parent_process()
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent is None:
+        return None
+    if os.getppid() != parent.pid:  # the parent died before the prctl: nothing would signal us
+        os._exit(1)
+    return parent.pid
+
+
+class _OwnedStop:
+    """The stop event, also set once the process that owns this learner is gone (the seat's
+    renewal, each claim, checks it first): the owner check where ``PR_SET_PDEATHSIG`` is missing.
+
+    Args:
+        stop: the parent's ``multiprocessing.Event``.
+        owner: the parent's pid (None: no parent to watch).
+    """
+
+    def __init__(self, stop: Any, owner: int | None) -> None:
+        self.stop, self.owner = stop, owner
+
+    def is_set(self) -> bool:
+        if self.owner is not None and os.getppid() != self.owner:
+            return True
+        return bool(self.stop.is_set())
 
 
 def _counter(value: Any) -> Any:

@@ -1,48 +1,124 @@
-"""`gymfleet adapters export vN DIR`: one published adapter version as a plain PEFT folder (and,
-with ``--push REPO``, on a model hub)."""
+"""`gymfleet adapters list|export`: a run's published adapter versions, and one of them as a
+plain PEFT folder (with ``--push REPO``, on a model hub)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from gymfleet.cli.options import VERSION_HELP, pick_version
 from gymfleet.cli.runs import RunsDirOpt, _fail
 
-adapters_app = typer.Typer(no_args_is_help=True, help="Published adapter versions: export one, push it to a hub.")
+adapters_app = typer.Typer(no_args_is_help=True, help="Published adapter versions: list them, export one, push it to a hub.")
 
-_VERSION = re.compile(r"^v?(\d+)$")
+RunOpt = Annotated[str | None, typer.Option(help="Run id; default: the only run in --runs-dir (or --bucket).")]
+BucketOpt = Annotated[str | None, typer.Option(
+    help="The run's bucket: the `bucket:` of its training config (an fsspec URL; {run_id} is filled in); "
+         "default RUNS_DIR/RUN_ID/bucket.")]
+
+
+def _bucket(run: str | None, bucket: str | None, runs_dir: Path) -> Any:
+    from gymfleet.trainer import AdapterBucket
+
+    run_id = run or _only_run(runs_dir, bucket)
+    url = bucket or str(runs_dir / "{run_id}" / "bucket")
+    return AdapterBucket(url.replace("{run_id}", run_id), run_id)
+
+
+@adapters_app.command("list")
+def list_command(
+    run: RunOpt = None, bucket: BucketOpt = None, runs_dir: RunsDirOpt = Path("runs"),
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout (nothing else).")] = False,
+) -> None:
+    """Lists the run's committed adapter versions: learner step, when published, the last step's mean
+    reward, and how it was made (warm start or GRPO)."""
+    store = _bucket(run, bucket, runs_dir)
+    rows = [_row(a.version, a.meta) for a in store.committed_newest_first()][::-1]
+    if as_json:
+        print(json.dumps({"run_id": store.run_id, "bucket": store.root, "versions": rows}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("version", "step", "published (UTC)", "mean reward", "made by", title=f"run {store.run_id}")
+    for r in rows:
+        table.add_row(f"v{r['version']}", str(r["step"]), r["published_at"] or "-",
+                      "-" if r["mean_reward"] is None else f"{r['mean_reward']:.3f}", r["made_by"])
+    out = Console(soft_wrap=True)
+    out.print(table) if rows else out.print(f"run {store.run_id}: no version published in {store.root}")
+
+
+def _row(version: int, meta: dict[str, Any]) -> dict[str, Any]:
+    from datetime import datetime, timezone
+
+    t = meta.get("published_at")
+    rewards = meta.get("recent_rewards") or {}
+    last = rewards.get(str(meta.get("step"))) if isinstance(rewards, dict) else None
+    return {"version": version, "step": meta.get("step"),
+            "published_at": datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            if isinstance(t, (int, float)) else None,
+            "mean_reward": last if isinstance(last, (int, float)) else None,
+            "made_by": "warm start" if isinstance(meta.get("warm_start"), dict) else "GRPO"}
 
 
 @adapters_app.command("export")
 def export_command(
-    version: Annotated[str, typer.Argument(help="The version: v3, 3 or v000003.")],
+    version: Annotated[str, typer.Argument(help=f"The version: {VERSION_HELP}.")],
     dest: Annotated[Path, typer.Argument(help="A new (or empty) folder to write the PEFT adapter into.")],
-    run: Annotated[str | None, typer.Option(help="Run id; default: the only run in --runs-dir (or --bucket).")] = None,
-    bucket: Annotated[str | None, typer.Option(
-        help="The run's bucket: the `bucket:` of its training config (an fsspec URL; {run_id} is filled in); "
-             "default RUNS_DIR/RUN_ID/bucket.")] = None,
-    runs_dir: RunsDirOpt = Path("runs"),
+    run: RunOpt = None, bucket: BucketOpt = None, runs_dir: RunsDirOpt = Path("runs"),
+    store: Annotated[str | None, typer.Option(
+        "--store", help="The run's store URL, for the card's tasks and instances; default RUNS_DIR/RUN_ID/store.db.")] = None,
+    with_base: Annotated[bool, typer.Option(
+        help="Carry the base weights the adapter was trained on in DIR/base when the hub id does not name "
+             "them (the embedded model is de-quantised from a GGUF); --no-with-base: name the hub id only.")] = True,
     push: Annotated[str | None, typer.Option(help="Also upload the folder to this hub repo (user/name).")] = None,
 ) -> None:
-    """Copies a version (checked against its manifest) into DIR as a plain PEFT folder: adapter_config.json
-    naming the base model's hub id, the weights, and a model card (README.md) with the run's held-out
-    gains when its report has them. Load it with PeftModel.from_pretrained(base, DIR)."""
-    from gymfleet.trainer import AdapterBucket, export_version
+    """Copies a version (checked against its manifest) into DIR as a plain PEFT folder: the weights,
+    adapter_config.json, the base they were trained on (DIR/base, when the hub's differ) and a model
+    card (README.md) with the envs, tasks and instances it was trained on and the run's held-out
+    figures. Load it with PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(DIR/"base"), DIR)."""
+    from gymfleet.trainer import export_version
 
-    match = _VERSION.match(version)
-    if not match or int(match.group(1)) < 1:
-        _fail(f"version {version!r}: write it as vN (N >= 1), e.g. v3; `ls` the run's bucket for the versions")
-    url = bucket or str(runs_dir / "{run_id}" / "bucket")
-    run_id = run or _only_run(runs_dir, bucket)
-    folder = export_version(AdapterBucket(url.replace("{run_id}", run_id), run_id), int(match.group(1)), dest,
-                            _heldout(runs_dir / run_id / "report" / "report.json"))
-    print(f"exported v{int(match.group(1))} of run {run_id} to {folder}")
+    adapters = _bucket(run, bucket, runs_dir)
+    n = pick_version(version, adapters.versions(), f"the bucket {adapters.root} of run {adapters.run_id}")
+    url = store or str(runs_dir / adapters.run_id / "store.db")
+    folder = export_version(adapters, n, dest, _heldout(runs_dir / adapters.run_id / "report" / "report.json"),
+                            _trained_on(url, adapters, n), with_base=with_base)
+    print(f"exported v{n} of run {adapters.run_id} to {folder}"
+          + (" (with the base it was trained on in base/)" if (folder / "base").is_dir() else ""))
     if push:
         print(f"pushed to {_push(folder, push)}")
+
+
+def _trained_on(store_url: str, adapters: Any, version: int) -> dict[str, dict[str, Any]]:
+    """Per task, the env id and the instance ids of the groups versions 1..``version`` consumed
+    (empty when the store cannot be read: the card then says it is not recorded)."""
+    from gymfleet.orchestrator.store import TrajectoryStore
+    from gymfleet.orchestrator.store.errors import StoreError
+
+    consumed = {g for a in adapters.committed_newest_first() if a.version <= version
+                for g in a.meta.get("consumed_group_ids") or []}
+    if not consumed or "://" not in store_url and not Path(store_url).is_file():
+        return {}
+
+    async def read() -> dict[str, dict[str, Any]]:
+        async with await TrajectoryStore.open(store_url) as s:
+            rows = await s.trajectories(adapters.run_id, limit=None)
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            if r.trajectory.group_id in consumed:
+                task = out.setdefault(r.task, {"env_id": r.trajectory.env_id, "instances": set()})
+                task["instances"].add(r.trajectory.instance_id)
+        return {k: {**v, "instances": sorted(v["instances"])} for k, v in out.items()}
+
+    try:
+        return asyncio.run(read())
+    except StoreError:
+        return {}
 
 
 def _only_run(runs_dir: Path, bucket: str | None) -> str:

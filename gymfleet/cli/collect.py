@@ -3,6 +3,7 @@ a training config, one orchestrator shard of that run, following its learner's b
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +17,7 @@ from gymfleet.orchestrator.config import fill_run_id
 from gymfleet.orchestrator.loop import run_loop
 from gymfleet.orchestrator.store.engine import display_url
 from gymfleet.run.collection import collect
-from gymfleet.run.config import load_shard_config
+from gymfleet.run.config import load_shard_config, url_overrides
 from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
@@ -39,9 +40,8 @@ def collect_command(
     """Collects rollouts as the config says and stores every trajectory; rerun to resume."""
     overrides = list(set_ or [])
     if run_id:
-        overrides.append(f"run_id={run_id}")
-    if store:
-        overrides.append(f"store={store}")
+        overrides.append(f"run_id={json.dumps(run_id)}")  # quoted: the id as typed, never parsed as YAML
+    overrides += url_overrides(store, None)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg, run_bucket = load_shard_config(config, overrides)  # errors: one line, exit 2 (gymfleet.cli.errors)
     follower = None

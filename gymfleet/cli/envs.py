@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from enum import Enum
 from pathlib import Path
@@ -51,7 +52,8 @@ def check_command(
     """Checks the env contract: types, gold earns 1, no-op earns 0, close releases everything."""
     kwargs = _env_kwargs(env_arg)
     try:
-        report = check_env(env_id, env_kwargs=kwargs, n_instances=n_instances, instance_ids=instance)
+        with Heartbeat(err_console, f"envs check {env_id}"):  # image builds can take minutes: say it still runs
+            report = check_env(env_id, env_kwargs=kwargs, n_instances=n_instances, instance_ids=instance)
     except EnvCheckError as exc:
         console().print(f"[red]contract broken:[/] {exc}", markup=True, highlight=False)
         raise typer.Exit(1) from None
@@ -62,6 +64,41 @@ def check_command(
     console().print(f"[green]ok[/] {env_id}: {report.n_instances} instance(s), gold earned 1 and no-op 0 "
                   f"on each ({', '.join(report.gold_rewards)}), close left nothing ({report.duration_s:.1f} s)",
                   highlight=False)
+
+
+HEARTBEAT_S = 15.0
+"""Seconds between two "still running" lines of a long ``envs check``."""
+
+
+class Heartbeat:
+    """While its ``with`` lasts, prints ``<what>: still running after N s ...`` every ``every_s``
+    seconds (from a thread: the check it watches blocks this one), so that a check that builds
+    images for minutes is never silent.
+
+    Args:
+        out: where the lines go (stderr).
+        what: names the work.
+        every_s: seconds between two lines.
+    """
+
+    def __init__(self, out: Console, what: str, every_s: float = HEARTBEAT_S) -> None:
+        self.out, self.what, self.every_s = out, what, every_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.every_s):
+            self.out.print(f"{self.what}: still running after {time.monotonic() - self._t0:.0f} s (a first check "
+                           "builds the env's images and starts its services: minutes)", markup=False, highlight=False)
 
 
 def _env_kwargs(env_arg: list[str] | None) -> dict[str, str]:
@@ -87,7 +124,8 @@ def rollout(
         list[str] | None, typer.Option("--env-arg", help="KEY=VALUE passed to the env (repeatable).")
     ] = None,
     artifacts_dir: Annotated[
-        str, typer.Option(help="Folder for the PNGs of envs that make pictures (screenshots, renders).")
+        str, typer.Option(help="Folder for the PNGs of envs that make pictures (screenshots, renders), "
+                               "under a subfolder per policy (gold/, noop/).")
     ] = "runs/rollouts",
 ) -> None:
     """Plays a scripted policy (gold or noop) and prints each trajectory and its reward."""
@@ -95,19 +133,19 @@ def rollout(
     started = time.time()
     try:
         kwarg = env_class(env).artifacts_kwarg
-        if kwarg:
-            kwargs.setdefault(kwarg, artifacts_dir)
+        if kwarg:  # one folder per policy: a no-op rollout keeps the gold one's pictures
+            kwargs.setdefault(kwarg, str(Path(artifacts_dir) / policy.value))
         episodes = asyncio.run(_rollouts(env, policy, n, instance, max_turns, kwargs))
     except (EnvError, ValidationError, KeyError) as exc:  # bad env id, env argument or instance id
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console().print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        err_console.print(f"[red]error:[/] {message}", markup=True, highlight=False)
         raise typer.Exit(2) from None
     for ep in episodes:
         if json_out:
             typer.echo(json.dumps(_episode_json(ep), default=str))
         else:
             _print_episode(ep)
-    _print_summary(episodes)
+    _print_summary(episodes, err_console if json_out else console())  # --json: stdout holds JSON lines only
     if kwarg:
         _print_pictures(Path(kwargs[kwarg]), started, err_console if json_out else console())
 
@@ -169,8 +207,8 @@ def _print_episode(ep: Episode) -> None:
     console().print(f"[bold]reward {ep.reward:g}[/] ({end}, {len(ep.turns)} turns, {ep.duration_s:.1f} s)")
 
 
-def _print_summary(episodes: list[Episode]) -> None:
+def _print_summary(episodes: list[Episode], out: Console) -> None:
     table = Table("env", "instance", "reward", "turns", "seconds")
     for ep in episodes:
         table.add_row(ep.env_id, ep.instance_id, f"{ep.reward:g}", str(len(ep.turns)), f"{ep.duration_s:.1f}")
-    console().print(table)
+    out.print(table)

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from gymfleet.cli.options import SetOption
+from gymfleet.cli.options import SetOption, pick_version
 
 if TYPE_CHECKING:
     from gymfleet.run.config import TrainConfig
     from gymfleet.run.heldout import PolicySource
 
 console = Console(stderr=True)
-_VERSION = re.compile(r"v?(\d+)|latest")
 
 
 def heldout_command(
@@ -61,14 +59,10 @@ def _policy(cfg: TrainConfig, adapter: str, fetch_dir: Path) -> PolicySource:
 
     if Path(adapter).is_dir():
         return PolicySource(Path(adapter).name, str(Path(adapter).resolve()))
-    match = _VERSION.fullmatch(adapter)
-    if match is None:
-        raise ConfigError(f"--adapter {adapter}: no such folder, and not a bucket version (v3, 3 or latest); "
-                          "pass a PEFT adapter folder or a version of the config's bucket")
     bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
-    versions = bucket.versions()
-    version = max(versions, default=None) if adapter == "latest" else int(match.group(1))
-    if version is None or version not in versions:
-        raise ConfigError(f"--adapter {adapter}: the bucket {cfg.bucket} holds versions {versions} of run "
-                          f"{cfg.run.run_id}; pass one of those, or an adapter folder")
+    try:
+        version = pick_version(adapter, bucket.versions(), f"the bucket {cfg.bucket} of run {cfg.run.run_id}")
+    except ConfigError as exc:
+        raise ConfigError(f"--adapter {adapter}: no such folder, and {exc}; pass an adapter folder or one of "
+                          "those versions") from exc
     return PolicySource(f"v{version}", str(bucket.fetch(version, fetch_dir)), version)

@@ -33,8 +33,10 @@ def learn_command(
     from gymfleet.run.config import load_train_config, url_overrides
     from gymfleet.run.learner import ThreadLearner
     from gymfleet.run.report import last_event
+    from gymfleet.run.resume import refuse_changed_settings
 
     cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli.errors)
+    refuse_changed_settings(cfg)
     report = Path(cfg.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=report / "learner.log", level=logging.INFO,

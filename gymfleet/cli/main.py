@@ -45,7 +45,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "serve": LazyCommand("gymfleet.cli.serve", "serve",
                          "Serve one replica over HTTP (completions with token ids and logprobs, LoRA load/unload)."),
     "adapters": LazyCommand("gymfleet.cli.adapters", "adapters_app",
-                            "Published adapter versions: export one as a PEFT folder with a model card, push it to a hub."),
+                            "Published adapter versions: list them, export one as a PEFT folder (its base, a model card), push it to a hub."),
     "images": LazyCommand("gymfleet.cli.images", "images_app", "Container images (images/<name>/)."),
     "sandbox": LazyCommand("gymfleet.cli.sandbox", "sandbox_app", "Sandboxes (containers, local sandboxes)."),
 }

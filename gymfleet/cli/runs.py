@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich import box
@@ -16,7 +19,7 @@ from rich.table import Column, Table
 from rich.text import Text
 from sqlalchemy.engine import make_url
 
-from gymfleet.core.records import RolloutStatus
+from gymfleet.core.records import RolloutStatus, Trajectory
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.engine import normalise_url
 from gymfleet.orchestrator.store.errors import StoreError
@@ -25,10 +28,22 @@ from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
 runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, export.")
 
 
+PIPED_WIDTH = 100_000
+"""The width of piped output (no terminal, no ``COLUMNS``): wide enough that nothing wraps."""
+
+
 def console() -> Console:
     """A console sized for the terminal at the time of the call (a module-level one would keep the
-    width of whatever first imported this lazily loaded module)."""
+    width of whatever first imported this lazily loaded module). Piped output (no terminal and no
+    ``COLUMNS``) is never wrapped: code and numbers stay on their lines for the tools reading it."""
+    if piped():
+        return Console(width=PIPED_WIDTH)
     return Console()
+
+
+def piped() -> bool:
+    """True when stdout is not a terminal and ``COLUMNS`` does not ask for a width."""
+    return not sys.stdout.isatty() and not os.environ.get("COLUMNS")
 T = TypeVar("T")
 
 StoreOpt = Annotated[
@@ -101,6 +116,11 @@ def list_runs(store: StoreOpt = None, runs_dir: RunsDirOpt = Path("runs")) -> No
     console().print(table)
 
 
+class Verdict(str, Enum):
+    passed = "pass"
+    failed = "fail"
+
+
 @runs_app.command("show")
 def show(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
@@ -110,20 +130,77 @@ def show(
     status: Annotated[RolloutStatus | None, typer.Option(help="Only trajectories with this status.")] = None,
     task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
     rollout: Annotated[str | None, typer.Option(help="Only this rollout id.")] = None,
+    verdict: Annotated[Verdict | None, typer.Option(
+        help="Only rollouts the grader passed (reward >= --pass-threshold) or failed (below it), whatever their status.")] = None,
+    pass_threshold: Annotated[float, typer.Option(help="The reward at which a rollout passes.")] = 1.0,
+    min_reward: Annotated[float | None, typer.Option(help="Only rollouts with at least this reward.")] = None,
+    max_reward: Annotated[float | None, typer.Option(help="Only rollouts with at most this reward.")] = None,
+    version: Annotated[int | None, typer.Option(
+        help="Only rollouts the policy version N sampled (the newest version among their generated tokens; 0: the base).")] = None,
     max_chars: Annotated[int, typer.Option(help="Cut each message to this many characters (0: never).")] = 2000,
 ) -> None:
-    """Shows a run's per-task tallies, then its trajectories as readable conversations."""
+    """Shows a run's per-task tallies, then its trajectories as readable conversations, each with the
+    grader's verdict and reason (the tests that failed and why, or the grading error)."""
     (url,) = _stores(store, runs_dir, run_id)
+    picked = RolloutFilter(verdict, pass_threshold, min_reward, max_reward, version)
 
     async def fetch(s: TrajectoryStore) -> tuple[RunSummary, list[StoredTrajectory]]:
-        filters = dict(limit=n, task=task, rollout_id=rollout,
-                       status=status)
+        filters = dict(limit=None if picked.active else n, task=task, rollout_id=rollout, status=status)
         return await s.run_summary(run_id), await s.trajectories(run_id, **filters)
 
     summary, trajs = _with_store(url, fetch)
     console().print(_summary_table(summary))
-    for stored in trajs:
-        _print_trajectory(stored, max_chars)
+    chosen = [t for t in trajs if picked.keeps(t.trajectory)][:n]
+    if picked.active:
+        console().print(f"{len(chosen)} of {sum(picked.keeps(t.trajectory) for t in trajs)} matching rollouts "
+                        f"(of {len(trajs)})", highlight=False)
+    for stored in chosen:
+        _print_trajectory(stored, max_chars, pass_threshold)
+
+
+@dataclass(frozen=True)
+class RolloutFilter:
+    """What ``runs show`` keeps beyond the store's own filters (status, task, rollout id)."""
+
+    verdict: Verdict | None = None
+    pass_threshold: float = 1.0
+    min_reward: float | None = None
+    max_reward: float | None = None
+    version: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.verdict, self.min_reward, self.max_reward, self.version))
+
+    def keeps(self, traj: Trajectory) -> bool:
+        passed = traj.reward >= self.pass_threshold
+        return ((self.verdict is None or passed == (self.verdict is Verdict.passed))
+                and (self.min_reward is None or traj.reward >= self.min_reward)
+                and (self.max_reward is None or traj.reward <= self.max_reward)
+                and (self.version is None or behaviour_version(traj) == self.version))
+
+
+def behaviour_version(traj: Trajectory) -> int:
+    """The newest policy version among a trajectory's generated tokens (0: the base model)."""
+    generated = traj.versions[traj.loss_mask == 1] if len(traj.loss_mask) else traj.versions
+    return max(int(generated.max()), 0) if len(generated) else 0
+
+
+def grader_reason(metrics: dict[str, Any]) -> str:
+    """One line on why the grader gave what it gave, from a trajectory's ``metrics`` (the env's
+    last ``info``): the tests that failed and their messages, or the grading error; "" when the
+    env recorded no grading."""
+    grading = metrics.get("grading")
+    if not isinstance(grading, dict):
+        return ""
+    tests: dict[str, Any] = grading["tests"] if isinstance(grading.get("tests"), dict) else {}
+    n_passed = sum(v == "passed" for v in tests.values())
+    parts = [f"{n_passed}/{len(tests)} tests passed"] if tests else []
+    failures: dict[str, Any] = grading["failures"] if isinstance(grading.get("failures"), dict) else {}
+    parts += [f"{name}: {' '.join(str(msg).split())[:300] or tests.get(name, 'failed')}" for name, msg in failures.items()]
+    if grading.get("error"):
+        parts.append(f"grading error: {grading['error']}")
+    return "; ".join(parts)
 
 
 def _fold(header: str) -> Column:
@@ -149,22 +226,32 @@ def _summary_table(run: RunSummary) -> Table:
     return table
 
 
-def _print_trajectory(stored: StoredTrajectory, max_chars: int) -> None:
+def _print_trajectory(stored: StoredTrajectory, max_chars: int, pass_threshold: float = 1.0) -> None:
     traj = stored.trajectory
     style = "green" if traj.status is RolloutStatus.ok else "yellow" if traj.status is RolloutStatus.truncated else "red"
-    console().rule()
+    console().print("-" * 40) if piped() else console().rule()
     console().print(Text(f"{traj.rollout_id}  ·  {traj.instance_id}", style="bold"), overflow="fold")
+    passed = traj.reward >= pass_threshold
     head = Text.assemble(("status ", "bold"), (traj.status.value, style), ("  reward ", "bold"), f"{traj.reward:g}",
+                         ("  verdict ", "bold"), ("pass" if passed else "fail", "green" if passed else "red"),
+                         ("  policy ", "bold"), f"v{behaviour_version(traj)}",
                          ("  tokens ", "bold"), f"{traj.n_tokens} ({traj.n_generated_tokens} generated)")
     if traj.reason:
         head.append(f"\nreason: {traj.reason}", style=style)
+    why = grader_reason(traj.metrics)
+    if why:
+        head.append(f"\ngrader: {why}")
     console().print(head)
     for message in traj.messages:
         content = message.content
         if max_chars and len(content) > max_chars:
             content = content[:max_chars] + f"\n… ({len(message.content) - max_chars} more characters)"
+        if piped():  # as it is: no border, no wrapping
+            console().print(Text(f"[{message.role}]", style="bold"))
+            console().print(Text(content), soft_wrap=True)
+            continue
         console().print(Panel(Text(content), title=message.role, title_align="left",
-                            border_style=ROLE_STYLE.get(message.role, "white")))
+                              border_style=ROLE_STYLE.get(message.role, "white")))
     timings = " ".join(f"{k}={v:.2f}" for k, v in sorted(traj.timings.items()) if isinstance(v, int | float))
     console().print(Text(f"timings (s): {timings}", style="dim"))
 

@@ -70,6 +70,14 @@ def train_command(
     )
     print(f"report: {outcome.report_path.resolve()} (PNG plots beside it)")
     _verdict(r, require_learning)
+    from gymfleet.trainer import EXIT_REFUSED
+
+    if outcome.learner_exitcode == EXIT_REFUSED:  # it said why (learner.jsonl's error row)
+        from gymfleet.run.report import last_event
+
+        why = last_event(Path(cfg.report_dir), "error").get("message", "see learner.log in the report folder")
+        console.print(Text("the learner stopped: ", style="red") + Text(why), soft_wrap=True)
+        raise typer.Exit(3)
     _policy_loaded(r)
     if outcome.learner_exitcode not in (0, None):
         console.print(Text("the learner process died ", style="red") + Text(

@@ -10,19 +10,33 @@ from pathlib import Path
 
 from rich.console import Console
 
+from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.scheduler import RunOutcome
+from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import load_shard_config
 from gymfleet.run.follow import BucketFollower
 
 
 class ConfigWatcher:
-    """Re-reads the config file when it changes (for live weight edits); None when unchanged."""
+    """Re-reads the config file when it changes (for live weight edits); None when unchanged.
 
-    def __init__(self, path: Path, overrides: list[str]) -> None:
+    Each edit is acknowledged on ``console``: the new weights when they changed, or why the edit
+    was refused (the run keeps its weights); an edit that changes no weight says so too.
+
+    Args:
+        path: the config file.
+        overrides: the ``KEY.PATH=VALUE`` overrides re-applied on each read.
+        console: where edits are acknowledged (None: silent).
+        weights: the weights the run starts with.
+    """
+
+    def __init__(self, path: Path, overrides: list[str], console: Console | None = None,
+                 weights: dict[str, float] | None = None) -> None:
         self.path = path
         self.overrides = overrides
+        self.console = console
+        self.weights = dict(weights or {})
         self.mtime_ns = self._mtime()
 
     def _mtime(self) -> int:
@@ -36,7 +50,53 @@ class ConfigWatcher:
         if mtime == self.mtime_ns:
             return None
         self.mtime_ns = mtime
-        return load_shard_config(self.path, self.overrides)[0]
+        try:
+            fresh = load_shard_config(self.path, self.overrides)[0]
+        except ConfigError as exc:
+            self._say(f"config edit not applied, the run keeps its weights: {exc}")
+            raise
+        weights = {t.name: t.weight for t in fresh.tasks}
+        if weights != self.weights:
+            self._say(f"weights now {_weights_text(weights)} (was {_weights_text(self.weights)}), from {self.path}")
+        else:
+            self._say(f"{self.path} changed; weights unchanged ({_weights_text(weights)})")
+        self.weights = weights
+        return fresh
+
+    def _say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _weights_text(weights: dict[str, float]) -> str:
+    return " ".join(f"{name}={weight:g}" for name, weight in weights.items())
+
+
+STALL_CHECK_S = 2.0
+"""Seconds between two looks at whether anything can still run (:func:`_say_when_stalled`)."""
+
+
+def stalled_reason(scheduler: Scheduler) -> str | None:
+    """Why nothing can start although work is left (every task with work left has weight 0), or
+    None when something runs or can start."""
+    if scheduler.stats.in_flight:
+        return None
+    waiting = [name for name, w in scheduler.work.items() if w.has_work()]
+    if not waiting or any(scheduler.mix.weights.get(name, 0.0) > 0 for name in waiting):
+        return None
+    return (f"nothing can run: the tasks with work left ({', '.join(waiting)}) have weight 0; raise a weight "
+            "in the config (read live) to go on, or stop with Ctrl-C (rerun to resume)")
+
+
+async def _say_when_stalled(scheduler: Scheduler, console: Console, interval_s: float = STALL_CHECK_S) -> None:
+    """Prints :func:`stalled_reason` once each time the run stalls (not again until it moves)."""
+    said = None
+    while True:
+        await asyncio.sleep(interval_s)
+        reason = stalled_reason(scheduler)
+        if reason is not None and reason != said:
+            console.print(reason, markup=False, highlight=False, soft_wrap=True)
+        said = reason
 
 
 async def collect(
@@ -74,9 +134,11 @@ async def collect(
     Raises:
         ConfigError: no task can run here, a task's env or instances, or the policy, cannot be set up.
     """
-    watcher = ConfigWatcher(config_path, overrides or []) if config_path else None
+    console = console or Console(stderr=True)
+    watcher = ConfigWatcher(config_path, overrides or [], console, {t.name: t.weight for t in config.tasks}) \
+        if config_path else None
     async with open_run(config, console=console, reload_config=watcher) as run:
-        helpers = []
+        helpers = [asyncio.create_task(_say_when_stalled(run.scheduler, console), name="stall-check")]
         if follower is not None:
             await follower.load_newest(run.gateway)  # a resumed shard starts from the newest version
             helpers.append(asyncio.create_task(follower.follow(run.gateway, follow_interval_s), name="follow-bucket"))

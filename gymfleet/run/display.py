@@ -28,16 +28,14 @@ PLAIN_INTERVAL_S = 10.0
 
 
 def progress_line(stats: RunStats, extra: str = "") -> str:
-    """One plain line of a run's progress (rollouts done, reward, in flight, policy version)."""
+    """One plain line of a run's progress (rollouts done, reward, in flight, policy version); the
+    reward is that of the rollouts the newest policy version sampled (:meth:`RunStats.window_reward`),
+    so it moves as the policy learns."""
     by_status = Counter[str]()
-    reward_sum, n_rewarded = 0.0, 0
     for task in stats.tasks.values():
         by_status.update(task.by_status)
-        reward_sum += task.reward_sum
-        n_rewarded += task.n_rewarded
     return _line(stats.run_id, time.monotonic() - stats.started_at, stats.completed, by_status,
-                 reward_sum / n_rewarded if n_rewarded else None, stats.in_flight, stats.policy_version,
-                 stats.paused, extra)
+                 stats.window_reward(), stats.in_flight, stats.policy_version, stats.paused, extra)
 
 
 def summary_line(summary: RunSummary, elapsed_s: float, policy_version: int, extra: str = "") -> str:

@@ -35,6 +35,7 @@ from gymfleet.run.local import LocalPlacement
 from gymfleet.run.placement import GrpoOutcome, Placement
 from gymfleet.run.records import TrainReport
 from gymfleet.run.report import build_report, write_report
+from gymfleet.run.resume import refuse_changed_settings
 from gymfleet.run.tracking import Tracking, tracked
 from gymfleet.run.threads import usable_cpus
 from gymfleet.run.warmstart import warm_start_if_new
@@ -115,13 +116,15 @@ async def run_job(cfg: TrainConfig, placement: Placement, *, console: Console | 
         TrainError: the run stopped on a GymfleetError after it started (a task's env, the policy,
             the store); the message names the cause and the report, which says it too.
         GymfleetError: the run could not start (nothing to report), or a stage before GRPO failed.
-        ConfigError: a task's env id is unknown or its ``env_kwargs`` do not fit (before any
-            folder, store or tracker is opened).
+        ConfigError: a task's env id is unknown or its ``env_kwargs`` do not fit, or a rerun
+            changes a setting the run's adapters were trained with (:mod:`gymfleet.run.resume`),
+            before any folder, store or tracker is opened.
         RunCompleteError: the run already made its ``budget.max_steps`` learner steps.
     """
     console = console or Console(stderr=True)
     for task in cfg.run.tasks:  # an unknown env id or a bad env_kwargs: refused before anything is opened
         task_needs(task)
+    refuse_changed_settings(cfg)  # a LoRA shape, model or dtype the run's adapters were not trained with
     _refuse_if_complete(cfg)
     cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
         update={"mode": "abort"})})})

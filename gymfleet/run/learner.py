@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import signal
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -102,8 +103,15 @@ class ProcessLearner(LearnerHandle):
         ctx = mp.get_context("spawn")
         self.proc = ctx.Process(target=learner_process, args=(self.args, self._stop, self._attempts, self._wanted),
                                 name="gymfleet-learner")
-        with mock.patch.dict(os.environ, self.args.environment):  # a spawned child copies it as it starts
-            self.proc.start()
+        # SIGINT blocked across the spawn: the child inherits the mask and ignores Ctrl-C from its
+        # first instruction (trainer.worker._die_with_parent); a Ctrl-C meanwhile reaches this
+        # process once unblocked (the run's stop handler), so none is lost.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            with mock.patch.dict(os.environ, self.args.environment):  # a spawned child copies it as it starts
+                self.proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()

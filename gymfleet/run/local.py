@@ -103,6 +103,13 @@ class _Grpo:
         limit = self.cfg.budget.max_wall_s
         return limit is not None and time.monotonic() - self.t0 >= limit
 
+    def reached_max_steps(self) -> bool:
+        """True once the bucket's newest version is at ``budget.max_steps``: a Ctrl-C that lands
+        on the last step still ends the run ``completed (budget)``, as a rerun then reports it
+        (:func:`gymfleet.run.job._refuse_if_complete` reads the same bucket)."""
+        limit = self.cfg.budget.max_steps
+        return limit is not None and self.learner_step >= limit
+
     async def hot_load(self, gateway: PolicyGateway) -> None:
         """Loads the bucket's newest version (:class:`BucketFollower`: retried, or skipped with
         the previous version kept); the learner's step is the newest version's, loaded or not."""
@@ -185,7 +192,7 @@ class _Grpo:
                     await self.hot_load(gateway)
             finally:
                 self.learner.stop()
-                budget_spent = exitcode == 0 and not self.signalled  # the learner ended on its budget
+                budget_spent = exitcode == 0 and (not self.signalled or self.reached_max_steps())
                 scheduler.request_stop(budget_spent=budget_spent, abort=True)  # the learner is done
                 (ended,) = await asyncio.gather(runner, return_exceptions=True)
                 sampler.cancel()

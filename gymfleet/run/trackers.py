@@ -44,7 +44,7 @@ def _names(value: Any) -> Any:
 ReportTo = Annotated[list[TrackerName], BeforeValidator(_names)]
 """The ``report_to`` setting: tracker names, as a list or one comma-separated string."""
 
-AXES = {"rollouts": "step/rollouts", "learner": "step/learner"}
+AXES = {"rollouts": "step/rollouts", "learner": "step/learner", "warm_start": "step/warm_start"}
 """Per axis of :class:`Scalars`, the W&B metric its step is logged as (TensorBoard uses the step itself)."""
 
 
@@ -53,8 +53,9 @@ class Scalars:
     """The scalars of one record, on one axis.
 
     Attributes:
-        axis: ``rollouts`` (a metrics.jsonl record; step = rollouts completed) or ``learner``
-            (a learner.jsonl step row; step = learner step).
+        axis: ``rollouts`` (a metrics.jsonl record; step = rollouts completed), ``learner``
+            (a learner.jsonl step row; step = learner step) or ``warm_start`` (a learner.jsonl
+            warm-start row; step = epoch, 0 before training).
         step: the x value on that axis.
         wall_time: when the record was written (Unix seconds).
         values: tag -> value; a tag is the record's JSON path joined with ``/`` under the axis's
@@ -159,7 +160,7 @@ class WandbTracker:
         self.run = wandb.init(mode="offline", dir=str(report_dir), project=os.environ.get("WANDB_PROJECT", "gymfleet"),
                               name=run_id, group=run_id, config=config, settings=settings)
         for prefix, metric in (("rollouts", AXES["rollouts"]), ("tasks", AXES["rollouts"]),
-                               ("learner", AXES["learner"])):
+                               ("learner", AXES["learner"]), ("warm_start", AXES["warm_start"])):
             self.run.define_metric(metric)
             self.run.define_metric(f"{prefix}/*", step_metric=metric)
 

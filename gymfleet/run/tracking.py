@@ -7,11 +7,15 @@ as they are appended, wherever the roles run (the learner's own process, Ray act
   completed), tags ``rollouts/<key>`` and ``tasks/<task>/<key>`` (the per-task curves);
 * each ``step`` row of ``learner.jsonl`` (the report folder) -> axis ``learner`` (step: the
   learner step), tags ``learner/<key>``;
+* each ``warm_start`` row of ``learner.jsonl`` (the warm start's loss per epoch) -> axis
+  ``warm_start`` (step: the epoch, 0 before training), tag ``warm_start/loss``;
 * at the end, the held-out evaluation as a table and its means as ``heldout/...`` scalars.
 
 A tag is the value's JSON path in the record, joined with ``/``; every number is sent (booleans,
-strings and nulls are not). Only what this start of the run appends is sent: a resumed run's
-earlier starts were sent by those starts.
+strings and nulls are not). One point per step of an axis: a record whose step is not past the
+last one sent on its axis (a periodic metrics line with no rollout completed since, a step row
+written back on resume) is not sent. Only what this start of the run appends is sent: a resumed
+run's earlier starts were sent by those starts.
 """
 
 from __future__ import annotations
@@ -114,7 +118,12 @@ def rollout_scalars(record: dict[str, Any]) -> Scalars:
 
 def learner_scalars(row: dict[str, Any]) -> Scalars | None:
     """A learner.jsonl ``step`` row's scalars under ``learner/`` (its ``t`` is the wall time, its
-    ``step`` the x value); None for the other events (start, final_publish, end)."""
+    ``step`` the x value), a ``warm_start`` row's under ``warm_start/`` (x: its epoch); None for
+    the other events (start, final_publish, end)."""
+    if row.get("event") == "warm_start":
+        values = {f"warm_start/{k}": float(v) for k, v in row.items()
+                  if k not in ("event", "t", "epoch") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return Scalars("warm_start", int(row.get("epoch") or 0), float(row.get("t") or 0.0), values)
     if row.get("event") != "step":
         return None
     rest = {k: v for k, v in row.items() if k not in ("t", "step")}
@@ -148,6 +157,8 @@ class Tracking:
         self.trackers = trackers
         self.sources = sources
         self.last_learner_step = 0
+        self.last_step: dict[str, int] = {}
+        """Per axis, the step of the last point sent (one point per step)."""
         self._lock = threading.Lock()  # the follower's drain runs in a worker thread
 
     def drain(self) -> int:
@@ -160,8 +171,9 @@ class Tracking:
         for tail, scalars_of in self.sources:
             for record in tail.read():
                 scalars = scalars_of(record)
-                if scalars is None:
+                if scalars is None or scalars.step <= self.last_step.get(scalars.axis, -1):
                     continue
+                self.last_step[scalars.axis] = scalars.step
                 if scalars.axis == "learner":
                     self.last_learner_step = max(self.last_learner_step, scalars.step)
                 for tracker in self.trackers:

@@ -16,6 +16,8 @@ def no_learning_reason(report: dict[str, Any]) -> str | None:
     if report.get("error"):
         return f"no learner step: the run stopped on {report['error']}"
     exitcode = report.get("learner_exitcode")
+    if exitcode == 2:  # trainer.worker.EXIT_REFUSED: it stopped on an error it wrote down
+        return "no learner step: the learner stopped on an error (learner.jsonl's error row, learner.log)"
     if exitcode not in (0, None):
         return f"no learner step: the learner process died (exit code {exitcode}, see learner.log)"
     wall = (report.get("budget") or {}).get("max_wall_s")

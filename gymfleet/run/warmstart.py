@@ -14,18 +14,22 @@ episodes) are reused; otherwise they are recorded (a recording cut short resumes
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 
 from gymfleet.core.errors import TrainError
+from gymfleet.core.jsonl import open_for_append
 from gymfleet.core.models import load_tokenizer
 from gymfleet.core.records import Trajectory
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.errors import RunNotFoundError
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.demonstrations import DemoRecording, demo_run_id, load_demonstrations, record_demonstrations
-from gymfleet.trainer import AdapterBucket, SFTReport, warm_start
+from gymfleet.trainer import STEPS_FILE, AdapterBucket, SFTReport, warm_start
 
 
 @dataclass
@@ -95,9 +99,14 @@ async def run_warm_start(cfg: TrainConfig, console: Console | None = None) -> Wa
     sft_config = cfg.warmstart  # a WarmStartConfig is an SFTConfig
     epochs = sft_config.epochs
 
+    steps_path = Path(cfg.report_dir) / STEPS_FILE
+    steps_path.parent.mkdir(parents=True, exist_ok=True)
+
     def say(epoch: int, loss: float) -> None:  # from the training thread: rich's console takes a lock
         when = "before training" if epoch == 0 else f"after epoch {epoch}/{epochs}"
         console.print(f"warm start: loss {loss:.4f} nats per target token {when}", markup=False, highlight=False)
+        with open_for_append(steps_path) as out:  # the trackers' warm_start/loss (gymfleet.run.tracking)
+            out.write(json.dumps({"event": "warm_start", "t": time.time(), "epoch": epoch, "loss": loss}) + "\n")
 
     console.print(f"warm start: training the adapter on {len(demos)} demonstrations for {epochs} epochs",
                   markup=False, highlight=False)

@@ -69,7 +69,8 @@ def _assert_tensorboard_matches(tmp_path: Path) -> None:
     assert [(e.step, e.value) for e in acc.Scalars("learner/loss")] == [
         (r["step"], pytest.approx(r["loss"])) for r in rows if r["event"] == "step"] != []
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    rewarded = [m for m in metrics if m["tasks"]["echo"]["mean_reward"] is not None]
+    firsts = [m for i, m in enumerate(metrics) if all(m["completed"] > n["completed"] for n in metrics[:i])]
+    rewarded = [m for m in firsts if m["tasks"]["echo"]["mean_reward"] is not None]  # one point per step
     assert [(e.step, e.value) for e in acc.Scalars("tasks/echo/mean_reward")] == [
         (m["completed"], pytest.approx(m["tasks"]["echo"]["mean_reward"])) for m in rewarded]
     assert len(rewarded) >= 1 and acc.Scalars("rollouts/completed")[-1].value == metrics[-1]["completed"]

@@ -40,14 +40,17 @@ def tiny_train_config(tmp_path: Path, run_id: str, **train: Any) -> Path:
     return path
 
 
-def train_process(config: Path, *overrides: str, flags: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+def train_process(config: Path, *overrides: str, flags: tuple[str, ...] = (),
+                  own_group: bool = False) -> subprocess.Popen[str]:
     """Starts ``gymfleet train CONFIG`` (the CLI's own entry point) in a subprocess; ``overrides``
-    go as ``--set``, ``flags`` (``--require-learning``) as they are."""
+    go as ``--set``, ``flags`` (``--require-learning``) as they are; ``own_group``: in a process
+    group of its own, as a terminal's foreground job (Ctrl-C is ``os.killpg(pid, SIGINT)``)."""
     cmd = [sys.executable, "-m", "gymfleet.cli", "train", str(config), "--no-progress", *flags]
     for o in overrides:
         cmd += ["--set", o]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=own_group)
 
 
 def run_train(config: Path, *overrides: str, timeout_s: float = 400,

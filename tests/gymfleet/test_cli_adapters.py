@@ -1,7 +1,7 @@
-"""`gymfleet adapters export vN DIR`: the run found in the runs folder, the held-out section of its
-report in the card, an older version's cache-path base rewritten to the hub id; bad input and an
-unreachable hub are one line and exit 2. (The reload of an export by peft alone is
-tests/trainer/test_model_card.py.)"""
+"""`gymfleet adapters list|export`: the run found in the runs folder, the held-out section of its
+report and the tasks it was trained on in the card, the base it was trained on carried in base/,
+`latest` as a version; bad input (a missing version lists those that exist) and an unreachable
+hub are one line and exit 2. (The reload of an export by peft alone is tests/trainer/test_model_card.py.)"""
 
 from __future__ import annotations
 
@@ -36,15 +36,36 @@ def test_export_finds_the_run_and_writes_a_plain_peft_folder_with_its_card(tmp_p
     (runs / "r1" / "report" / "report.json").write_text(json.dumps({"evaluation": {
         "policies": [{"name": "final", "version": 1}],
         "by_family": {"echo": {"final": {"pass_at_1": 0.5, "se": 0.1, "n": 4}}}, "gains": {}}}))
-    result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "out"), "--runs-dir", str(runs)])
+    result = runner.invoke(app, ["adapters", "export", "latest", str(tmp_path / "out"), "--runs-dir", str(runs)])
     assert result.exit_code == 0, result.output
-    assert "exported v1 of run r1" in result.output
+    assert "exported v1 of run r1" in result.output and "with the base it was trained on in base/" in result.output
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors", "base"]
+    # the de-quantised weights the run trained on (the hub's differ), named by the config
+    assert (out / "base" / "model.safetensors").stat().st_size > 100e6 and (out / "base" / "tokenizer.json").is_file()
     config = json.loads((out / "adapter_config.json").read_text())
-    assert config == {"base_model_name_or_path": EMBEDDED_HUB_ID, "r": 2}
+    assert config == {"base_model_name_or_path": "base", "r": 2}
     card = (out / "README.md").read_text()
     assert "learner step: 4" in card and "| 4 | 0.500 |" in card and "| echo | final | 0.500 | 0.100 | 4 |" in card
+    assert f"base_model: {EMBEDDED_HUB_ID}" in card and "## Base model" in card and "Q4_1" in card
+    assert 'from_pretrained(folder / "base")' in card
+    # --no-with-base: the hub id only
+    result = runner.invoke(app, ["adapters", "export", "1", str(tmp_path / "hub"), "--runs-dir", str(runs),
+                                 "--no-with-base"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "hub" / "adapter_config.json").read_text())["base_model_name_or_path"] == EMBEDDED_HUB_ID
+
+
+def test_list_shows_every_version_and_json_is_pure(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _publish_old_style(runs, "r1")
+    result = runner.invoke(app, ["adapters", "list", "--runs-dir", str(runs), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)  # nothing but the document
+    assert doc["run_id"] == "r1" and [(v["version"], v["step"], v["mean_reward"], v["made_by"])
+                                      for v in doc["versions"]] == [(1, 4, 0.5, "GRPO")]
+    result = runner.invoke(app, ["adapters", "list", "--runs-dir", str(runs)])
+    assert result.exit_code == 0 and "v1" in result.stdout and "GRPO" in result.stdout, result.output
 
 
 def test_bad_input_and_an_unreachable_hub_are_one_line_and_exit_2(tmp_path: Path, monkeypatch) -> None:
@@ -53,8 +74,9 @@ def test_bad_input_and_an_unreachable_hub_are_one_line_and_exit_2(tmp_path: Path
     _publish_old_style(runs, "r2")
     cases = [
         (["v1", str(tmp_path / "a")], "holds 2 runs with adapters (r1, r2): pass --run RUN_ID"),
-        (["vx", str(tmp_path / "a"), "--run", "r1"], "write it as vN"),
-        (["v9", str(tmp_path / "a"), "--run", "r1"], "v000009 of run r1 is not committed"),
+        (["vx", str(tmp_path / "a"), "--run", "r1"], "write v3, 3, v000003 or latest"),
+        (["v9", str(tmp_path / "a"), "--run", "r1"], "version v9 is not in the bucket"),
+        (["v9", str(tmp_path / "a"), "--run", "r1"], "of run r1: it holds v1"),
     ]
     for args, message in cases:
         result = runner.invoke(app, ["adapters", "export", *args, "--runs-dir", str(runs)])
@@ -77,7 +99,7 @@ def test_a_mistyped_run_id_leaves_nothing_behind(tmp_path: Path) -> None:
     _publish_old_style(runs, "r1")
     result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "a"), "--run", "nosuch",
                                  "--runs-dir", str(runs)])
-    assert result.exit_code == 2 and "of run nosuch is not committed" in result.output, result.output
+    assert result.exit_code == 2 and "of run nosuch: it holds none published yet" in " ".join(result.output.split()), result.output
     assert sorted(p.name for p in runs.iterdir()) == ["r1"]
     result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "b"), "--runs-dir", str(runs)])
     assert result.exit_code == 0, result.output

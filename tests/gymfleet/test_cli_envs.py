@@ -52,5 +52,38 @@ def test_rollout_says_where_it_wrote_its_pngs(tmp_path) -> None:
     result = _rollout(picture_id, "--n", "2", "--artifacts-dir", str(tmp_path / "pics"))
     assert result.exit_code == 0, result.output
     output = result.output.replace("\n", "")
-    assert f"wrote 2 PNGs under {tmp_path / 'pics'}" in output
-    assert str(tmp_path / "pics" / "alpha") in output and str(tmp_path / "pics" / "beta") in output
+    assert f"wrote 2 PNGs under {tmp_path / 'pics' / 'gold'}" in output
+    assert str(tmp_path / "pics" / "gold" / "alpha") in output and str(tmp_path / "pics" / "gold" / "beta") in output
+    # Before: a no-op rollout of the same instances erased the gold rollout's PNGs.
+    gold = sorted((tmp_path / "pics" / "gold").rglob("*.png"))
+    result = _rollout(picture_id, "--n", "2", "--policy", "noop", "--artifacts-dir", str(tmp_path / "pics"))
+    assert result.exit_code == 0, result.output
+    assert sorted((tmp_path / "pics" / "gold").rglob("*.png")) == gold and gold
+    assert list((tmp_path / "pics" / "noop").rglob("*.png"))
+
+
+def test_rollout_json_is_pure_json_lines() -> None:
+    # Before: the summary table followed the JSON on stdout (`| jq` broke).
+    result = _rollout(ECHO_ID, "--n", "2", "--json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    episodes = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(episodes) == 2 and all(e["reward"] == 1 for e in episodes)
+    assert "instance" in result.stderr  # the summary table, on stderr
+
+
+def test_a_long_check_is_never_silent() -> None:
+    # Before: `envs check gymfleet/Harbor-v0` printed nothing for about three minutes of image builds.
+    import io
+    import time
+
+    from rich.console import Console
+
+    from gymfleet.cli.envs import Heartbeat
+
+    out = io.StringIO()
+    with Heartbeat(Console(file=out, width=200), "envs check x/Slow-v0", every_s=0.05):
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("envs check x/Slow-v0: still running after") for line in lines)

@@ -166,3 +166,23 @@ def test_a_train_run_whose_collection_stops_on_a_full_disk_says_so_and_reports(t
     assert_one_line_error(done, "/dev/full", "No space left on device")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["run_status"] == "interrupted" and "No space left on device" in report["error"]
+
+
+@pytest.mark.parametrize("args", [("--set", "tasks.0.weight=[1,"), ("--run-id", "[1,"), ("--set", "a={b: [")])
+def test_malformed_yaml_in_set_or_run_id_is_one_line(tmp_path: Path, args: tuple[str, str]) -> None:
+    # Before: yaml's ParserError escaped as a 117-155-line traceback, exit 1.
+    r = invoke("collect", str(run_config(tmp_path)), *args)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    # --run-id is the id as typed (never parsed as YAML): the run-id pattern names what is wrong
+    assert ("not valid YAML" in lines[0]) if args[0] == "--set" else ("run_id" in lines[0])
+
+
+def test_a_huge_config_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # Before: a 2 GB file was read and parsed whole (no output for 300 s, 4.5 GB of memory).
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as f:
+        f.truncate(2 << 30)  # sparse: 2 GB on paper, nothing on disk
+    for command in ("train", "collect"):
+        r = invoke(command, str(big))
+        assert r.returncode == 2 and "larger than 1 MiB" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

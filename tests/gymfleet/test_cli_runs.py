@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
+from gymfleet.core.records import Message, RolloutStatus
 from gymfleet.orchestrator.store import GroupSpec, TrajectoryStore
 from gymfleet.orchestrator.store.schema import RunStatus
 from tests.orchestrator.store.conftest import make_trajectory
@@ -42,12 +43,12 @@ def _column(output: str, after: str) -> str:
 def test_long_ids_fold_instead_of_being_cut(tmp_path: Path) -> None:
     url = str(tmp_path / "store.db")
     asyncio.run(_fill(url))
-    listed = CliRunner().invoke(app, ["runs", "list", "--store", url])
+    listed = CliRunner().invoke(app, ["runs", "list", "--store", url], env={"COLUMNS": "80"})  # a narrow terminal
     assert listed.exit_code == 0, listed.output
     assert "…" not in listed.output and max(map(len, listed.output.splitlines())) <= 80
     assert _column(listed.output, "run ") == RUN_ID
     assert "completed (budget)" in listed.output
-    shown = CliRunner().invoke(app, ["runs", "show", RUN_ID, "--store", url, "--n", "1"])
+    shown = CliRunner().invoke(app, ["runs", "show", RUN_ID, "--store", url, "--n", "1"], env={"COLUMNS": "80"})
     assert shown.exit_code == 0, shown.output
     assert "…" not in shown.output and max(map(len, shown.output.splitlines())) <= 80
     assert _column(shown.output, "task ") == TASK
@@ -79,5 +80,40 @@ def test_a_store_without_runs_says_so(tmp_path: Path) -> None:
             pass
 
     asyncio.run(create())
-    listed = CliRunner().invoke(app, ["runs", "list", "--store", url])
+    listed = CliRunner().invoke(app, ["runs", "list", "--store", url], env={"COLUMNS": "80"})  # a narrow terminal
     assert listed.exit_code == 0 and f"no runs in {url}" in listed.output, listed.output
+
+
+async def _fill_graded(url: str) -> None:
+    """Four truncated TerminalEasy-like rollouts: two passed, two failed, one of each per version."""
+    async with await TrajectoryStore.open(url) as store:
+        await store.start_run("graded", {})
+        for i, (reward, version) in enumerate([(1.0, 0), (0.0, 0), (1.0, 2), (0.0, 2)]):
+            group = GroupSpec(f"graded/g{i}", "graded", "easy", "gymfleet/TerminalEasy-v0", f"i{i}", 1)
+            await store.create_group(group)
+            traj = make_trajectory("graded", group.group_id, 0, reward=reward)
+            traj.versions[traj.loss_mask == 1] = version
+            traj.status = RolloutStatus.truncated  # every TerminalEasy rollout is, pass or fail
+            traj.messages[1] = Message("assistant", "```bash\nfor w in alpha beta gamma delta epsilon zeta eta theta iota "
+                                                    "kappa lambda mu nu xi omicron pi rho; do echo $w >> out.txt; done\n```")
+            traj.metrics = {"grading": {"tests": {"test_file": "passed" if reward else "failed"},
+                                        "failures": {} if reward else {"test_file": "out.txt holds 'alpha', expected 'beta'"},
+                                        "error": None}}
+            await store.add(traj, task="easy")
+
+
+def test_show_filters_by_verdict_reward_and_version_and_prints_the_graders_reason(tmp_path: Path) -> None:
+    # Before: `runs show` filtered by status only (every TerminalEasy rollout is truncated) and the
+    # grader's reason was only in the export; piped output hard-wrapped code at 80 columns.
+    url = str(tmp_path / "store.db")
+    asyncio.run(_fill_graded(url))
+    failed = CliRunner().invoke(app, ["runs", "show", "graded", "--store", url, "--verdict", "fail", "--n", "9"],
+                                env={"COLUMNS": ""})
+    assert failed.exit_code == 0, failed.output
+    assert failed.output.count("verdict fail") == 2 and "verdict pass" not in failed.output
+    assert "grader: 0/1 tests passed; test_file: out.txt holds 'alpha', expected 'beta'" in failed.output
+    assert "2 of 2 matching rollouts (of 4)" in failed.output
+    newest = CliRunner().invoke(app, ["runs", "show", "graded", "--store", url, "--version", "2", "--min-reward", "0.5"])
+    assert newest.output.count("verdict pass") == 1 and "policy v2" in newest.output and "verdict fail" not in newest.output
+    # piped (no terminal, no COLUMNS): the command stays on one line, no border cuts it
+    assert "do echo $w >> out.txt; done" in failed.output and max(map(len, failed.output.splitlines())) > 80

@@ -5,6 +5,7 @@ first, leaving an empty W&B run for ``wandb sync`` to upload)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,45 @@ async def test_an_unknown_env_id_is_refused_before_the_report_folder_and_tracker
     with pytest.raises(ConfigError, match="Terminl-v0"):
         await run_job(cfg, NeverPlaced())  # type: ignore[arg-type]
     assert not Path(cfg.report_dir).exists() and not Path(cfg.run.store).exists()
+
+
+def _trained_with(tmp_path: Path, **learner: object) -> Path:
+    """A run whose v1 records (as :meth:`Learner.meta` does) the tiny config's learner and policy."""
+    config = tiny_train_config(tmp_path, "rank", budget={"max_steps": 4})
+    cfg = load_train_config(config)
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "adapter_model.safetensors").write_bytes(b"not read here")
+    meta = {"step": 1, "consumed_group_ids": [], "config": {**cfg.learner.model_dump(mode="json"), **learner},
+            "policy": cfg.rollout_policy().model_dump(mode="json")}
+    AdapterBucket(str(tmp_path / "bucket"), "rank").publish(1, weights, meta)
+    return config
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("learner.lora_rank=16", "learner.lora_rank is 1 in the run (v1), 16 in the config"),
+    ("learner.dtype=bfloat16", "learner.dtype is float32 in the run (v1), bfloat16 in the config"),
+    ("policy.model=/srv/other-model", "policy.model is embedded in the run (v1), /srv/other-model in the config"),
+])
+async def test_a_changed_setting_on_resume_is_refused_before_anything_starts(
+        tmp_path: Path, override: str, message: str) -> None:
+    # Before: the rerun generated rollouts, printed 53 KB of peft `size mismatch` lines, told the
+    # user to rerun (which failed again) and flipped the run from completed to interrupted.
+    cfg = load_train_config(_trained_with(tmp_path), [override])
+    with pytest.raises(ConfigError, match=re.escape(message) + r".*--set run_id=NEW_ID"):
+        await run_job(cfg, NeverPlaced())  # type: ignore[arg-type]
+    assert not Path(cfg.run.store).exists() and not Path(cfg.report_dir).exists()  # nothing opened
+
+
+def test_gymfleet_train_and_learn_refuse_a_changed_lora_rank_in_one_line(tmp_path: Path) -> None:
+    config = _trained_with(tmp_path)
+    for command in ("train", "learn"):
+        r = CliRunner().invoke(app, [command, str(config), "--set", "learner.lora_rank=16"])
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
+        assert "learner.lora_rank is 1 in the run (v1), 16 in the config" in r.stderr
+
+
+async def test_unchanged_settings_resume(tmp_path: Path) -> None:
+    cfg = load_train_config(_trained_with(tmp_path), ["learner.learning_rate=0.5"])  # not frozen
+    with pytest.raises(AssertionError, match="started its GRPO stage"):
+        await run_job(cfg, NeverPlaced())  # type: ignore[arg-type]

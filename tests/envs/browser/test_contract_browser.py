@@ -1,9 +1,13 @@
 """The env contract over every registered browser env, on one shared Chromium.
 
-Every id is made and checked (spec, instances, prompt, no-op action). Every task is then
-played through one env on one page (a per-id page would cost a browser context per id):
-reset, a malformed action answered by an observation, a no-op (reward 0, truncated at
-max_turns), and the gold policy's availability. Gold policies earning 1 are in test_env.py.
+Every id is made and checked (spec, instances, prompt, no-op action), and every per-task id
+passes `gymfleet envs check` (gymfleet's ``check_env``: types, gold earns 1, no-op earns 0, close
+leaves nothing) on the shared browser, the cheap way to cover each one in CI (Gymnasium's API
+checker, which makes its own browser per env, runs on their class through Browser-v0 in
+tests/envs/test_contract.py).
+Every task is then played through one env on one page (a per-id page would cost a browser
+context per id): reset, a malformed action answered by an observation, a no-op (reward 0,
+truncated at max_turns), and the gold policy's availability.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def browser_env_ids() -> list[str]:
 
 def test_every_browser_id_makes_an_agent_env() -> None:
     ids = browser_env_ids()
-    assert len(ids) > 100 and GENERIC_ENV_ID in ids
+    assert len(ids) == len(SOLVERS) + 1 and GENERIC_ENV_ID in ids  # the generic id and one per gold policy
     for env_id in ids:
         env = registry.make_agent_env(env_id)  # Chromium starts at the first reset, not here
         try:
@@ -39,6 +43,22 @@ def test_every_browser_id_makes_an_agent_env() -> None:
                 assert env.instance_ids() == [env_id.removeprefix("gymfleet/miniwob.")[: -len("-v0")]]
         finally:
             env.close()
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_every_per_task_id_passes_envs_check(browser_host) -> None:
+    from gymfleet.envs.check import check_env_async
+
+    failures = []
+    for env_id in browser_env_ids():
+        if env_id == GENERIC_ENV_ID:
+            continue  # tests/envs/test_contract.py checks it
+        # a short turn limit: the no-op episode runs to it (the gold ones end sooner)
+        report = await check_env_async(env_id, env_kwargs={"host": browser_host, "max_turns": 6}, n_instances=1)
+        if set(report.gold_rewards.values()) != {1.0} or set(report.noop_rewards.values()) != {0.0}:
+            failures.append((env_id, report.gold_rewards, report.noop_rewards))
+    assert not failures
 
 
 @pytest.mark.browser
