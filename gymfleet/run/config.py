@@ -211,6 +211,11 @@ class TrainConfig(StrictModel):
             self.run.max_staleness = DEFAULT_MAX_STALENESS
         # the start-up parity check scores replicas in the learner's own dtype
         self.run.policy.parity.dtype = self.learner.dtype
+        if self.learner.lr_decay_steps is None and self.learner.lr_schedule != "constant":
+            if self.budget.max_steps is None:
+                raise ValueError(f"learner.lr_schedule {self.learner.lr_schedule} decays over learner.lr_decay_steps: "
+                                 "set it, or budget.max_steps")
+            self.learner.lr_decay_steps = self.budget.max_steps
         self._split_threads()
         self._hold_out()
         return self
