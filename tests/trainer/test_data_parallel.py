@@ -116,7 +116,8 @@ async def test_two_ranks_train_what_one_rank_trains_and_a_killed_rank_fails_the_
     from gymfleet.trainer import learner_process
 
     ctx = mp.get_context("spawn")
-    proc = ctx.Process(target=learner_process, args=(two, ctx.Event(), ctx.Value("i", 0)))
+    stop, attempts = ctx.Event(), ctx.Value("i", 0)  # held here: the child unpickles them after start()
+    proc = ctx.Process(target=learner_process, args=(two, stop, attempts))
     proc.start()
     deadline = time.monotonic() + 240
     while (not Path(two.report_dir, "learner.jsonl").exists() or len(_steps(two)) < 2) and proc.is_alive():
