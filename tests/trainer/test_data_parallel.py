@@ -137,7 +137,9 @@ async def test_two_ranks_train_what_one_rank_trains_and_a_killed_rank_fails_the_
             assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-7), key
     assert rows_two[1]["kl_ref"] > 0
     for name, tensor in _adapter(one, 2).items():
-        torch.testing.assert_close(_adapter(two, 2)[name], tensor, rtol=1e-4, atol=1e-6)
+        # Adam divides by sqrt(v): where a gradient entry is near 0, the ranks' other summation
+        # order moves its update by up to ~lr * 1e-2 (seen: 3e-5 on 1 of 1152 entries; lr 5e-3)
+        torch.testing.assert_close(_adapter(two, 2)[name], tensor, rtol=1e-3, atol=1e-4)
     assert not (Path(two.bucket_url) / RUN / "adapters" / "v000003").exists()  # the failed step published nothing
 
     # The resumed run (one rank) continues the schedule and trains no group twice.
