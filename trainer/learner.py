@@ -133,7 +133,7 @@ class Learner:
         torch.manual_seed(0)
         base = load_causal_lm(self.model_spec)
         if config.gradient_checkpointing:  # non-reentrant: no input-grad hook needed under LoRA, and DDP-safe
-            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             base.config.use_cache = False
         lora = LoraConfig(
             r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,

@@ -113,12 +113,12 @@ def test_gradient_checkpointing_lowers_the_peak_memory_of_a_long_sequence(tmp_pa
                            micro_batch_size=1, target_modules=["q_proj", "v_proj"])
     learner = Learner(config, RolloutPolicy(), MemoryGroupSource({}), AdapterBucket(str(tmp_path), "run"))
     base = learner.model.get_base_model()
-    assert base.is_gradient_checkpointing
+    assert base.is_activation_checkpointing
     learner.train_batch(collate([_groups(1, 64)[0][:1]], config.max_tokens))  # one-off allocations (Adam state, pools)
     rng = np.random.default_rng(0)  # a long context and a short reply: a late turn of a multi-turn episode
     batch = collate([[_trajectory("long", 0, rng.integers(10, 20000, 384), 376, 1.0)]], config.max_tokens)
     with_checkpointing = _peak_bytes(lambda: learner.train_batch(batch))
-    base.gradient_checkpointing_disable()
+    base.activation_checkpointing_disable()
     without = _peak_bytes(lambda: learner.train_batch(batch))
     print(f"peak above the step's start: {with_checkpointing / 2**20:.0f} MiB with checkpointing, "
           f"{without / 2**20:.0f} MiB without")
