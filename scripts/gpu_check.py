@@ -124,7 +124,7 @@ def main() -> None:
         "device": name, "torch": torch.__version__, "dtype": args.dtype, "model_load_s": round(load_s, 2),
         "params": n_total, "lora_params": n_lora, "tokens_per_step": tokens, "steps_timed": len(times),
         "step_s_median": round(step_s, 4), "step_s_all": [round(t, 4) for t in times],
-        "tokens_per_s": round(tokens / step_s, 1), "achieved_tflops": round(flops / step_s / 1e12, 2),
+        "tokens_per_s": round(tokens / step_s, 1), "achieved_tflops": round(flops / step_s / 1e12, 5),
         "peak_tflops": peak, "mfu": round(flops / step_s / 1e12 / peak, 4) if peak else None,
         "max_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device.startswith("cuda") else None,
     }))

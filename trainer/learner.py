@@ -14,29 +14,34 @@ group is trained on twice, none is lost.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from pydantic import Field, model_validator
 
 from gymfleet.core.models import ModelSpec, hub_id, load_causal_lm
 from gymfleet.core.records import Trajectory
-from gymfleet.core.sampling import token_logprobs
-from gymfleet.core.strict import StrictModel
-from gymfleet.trainer.batch import GroupFilterStats, TrainBatch, collate
+from gymfleet.core.sampling import sampling_log_probs, token_logprobs
+from gymfleet.trainer.batch import TrainBatch, collate
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketError
 from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_learner_state
-from gymfleet.trainer.loss import LossConfig, policy_loss
+from gymfleet.trainer.data_parallel import RankGroup, shard_batch
+from gymfleet.trainer.learner_config import RUN_OWNED, LearnerConfig
+from gymfleet.trainer.loss import LossConfig, LossOutput, policy_loss, reference_kl
 from gymfleet.trainer.model_card import AdapterCard, make_shareable
 from gymfleet.trainer.rollout_policy import RolloutPolicy
-from gymfleet.trainer.signal import DynamicSamplingConfig, GroupSource, StepClaimer
+from gymfleet.trainer.schedule import make_schedule
+from gymfleet.trainer.signal import GroupSource, StepClaimer
+from gymfleet.trainer.step_metrics import StepMetrics
+
+__all__ = ["RUN_OWNED", "Learner", "LearnerConfig", "StepMetrics", "sequence_logprobs"]
 
 log = logging.getLogger(__name__)
 
@@ -44,98 +49,9 @@ RECENT_STEPS = 10
 """Steps whose mean reward a published version's model card lists."""
 
 
-class LearnerConfig(StrictModel):
-    """The learner's own settings (written into every published adapter's meta.json).
-
-    What it shares with the rollouts (base model, sampling, staleness bound) is not here: the run
-    owns it and passes it as a :class:`~gymfleet.trainer.rollout_policy.RolloutPolicy`.
-    """
-
-    dtype: str = "float32"
-    """torch dtype the learner holds the base model in (the engines may serve another)."""
-    device: str = "auto"
-    """Where the learner trains: ``auto`` (a GPU when there is one), ``cpu``, ``cuda:0``..."""
-    lora_rank: int = Field(8, ge=1)
-    """LoRA rank r (rank 1 works)."""
-    lora_alpha: float = 16.0
-    """LoRA scaling numerator (scale = alpha / r)."""
-    lora_dropout: float = 0.0
-    """Dropout on the LoRA input."""
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
-    """Module names LoRA wraps."""
-    learning_rate: float = 1e-4
-    """AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient norm clip."""
-    objective: str = "dsis"
-    """Policy objective, a key of trainer.loss.OBJECTIVES: dsis, ppo_clip or none."""
-    eps_low: float = 0.2
-    """Lower edge of the ratio band: tokens with ratio <= 1 - eps_low are masked (dsis)."""
-    eps_high: float = 0.28
-    """Upper edge: tokens with ratio >= 1 + eps_high are masked (dsis)."""
-    groups_per_step: int = Field(4, ge=1)
-    """Groups per optimiser step (groups with reward variance, when dynamic sampling is on)."""
-    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
-    """Refill each step with groups whose rewards vary, as DAPO's dynamic sampling does
-    (arXiv:2503.14476, §3.2); zero-variance groups are acknowledged untrained and counted."""
-    micro_batch_size: int = Field(4, ge=1)
-    """Sequences per forward/backward pass."""
-    max_tokens: int = Field(2048, ge=8)
-    """Sequences are truncated to this many tokens."""
-    publish_every: int = Field(1, ge=1)
-    """Publish (and checkpoint) the adapter every this many steps."""
-    claim_lease_s: float = 900.0
-    """Seconds a claim holds before the store hands the group to another learner; must exceed
-    ``publish_every`` steps."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _run_owned(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key, owner in RUN_OWNED.items():
-                if key in data:
-                    raise ValueError(f"learner.{key} is not a learner setting: the run owns it ({owner}); "
-                                     f"drop learner.{key} and set {owner}")
-        return data
-
-
-RUN_OWNED = {"model": "policy.model (the model the engines serve)",
-             "temperature": "tasks[].sampling.temperature", "top_p": "tasks[].sampling.top_p",
-             "max_staleness": "the top-level max_staleness"}
-"""Keys an older learner config carried that the run now owns, and where they are set."""
-
-
-@dataclass
-class StepMetrics:
-    """What one learner step did (one row of the run report)."""
-
-    step: int
-    loss: float
-    masked_fraction: float
-    mean_ratio: float
-    kl: float
-    n_tokens: int
-    n_groups: int
-    mean_reward: float
-    filter: GroupFilterStats = field(default_factory=GroupFilterStats)
-    duration_s: float = 0.0
-    published_version: int | None = None
-    reward_by_task: dict[str, float] = field(default_factory=dict)
-    """Mean reward of the trainable samples claimed this step, per task."""
-    n_zero_variance_groups: int = 0
-    """Groups claimed this step whose rewards were all equal (no gradient); with dynamic sampling
-    they were acknowledged untrained."""
-    n_extra_claims: int = 0
-    """Claims beyond the step's first that returned groups (the refill)."""
-    n_groups_short: int = 0
-    """Groups with variance the step lacked when the refill gave up (0: a full step)."""
-
-
 def sequence_logprobs(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0,
-    loss_mask: torch.Tensor | None = None,
+    loss_mask: torch.Tensor | None = None, entropy: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Logprob of each token given the tokens before it, under the rollout's sampling distribution.
 
@@ -157,6 +73,8 @@ def sequence_logprobs(
         temperature: the rollouts' temperature (0 = greedy: temperature-1 logprobs).
         top_p: the rollouts' nucleus mass.
         loss_mask: (B, T), nonzero on the tokens to score; None scores every token.
+        entropy: a list that gets, appended, the (B, T) entropy in nats of the sampling
+            distribution at each scored token (no gradient; 0 off ``loss_mask``).
 
     Returns:
         (B, T) float32; position 0 (no context) is 0, and so is every position off ``loss_mask``.
@@ -164,13 +82,26 @@ def sequence_logprobs(
     if loss_mask is None:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
         picked = token_logprobs(logits, input_ids[:, 1:], temperature, top_p)
+        if entropy is not None:
+            entropy.append(torch.nn.functional.pad(_entropy(logits, temperature, top_p), (1, 0)))
         return torch.nn.functional.pad(picked, (1, 0))
     scored = loss_mask[:, 1:] != 0  # (B, T-1): token t+1 is scored by the logits at position t
     keep = torch.nn.functional.pad(scored, (0, 1))  # (B, T): the positions whose logits are needed
     logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits  # (N, V)
     picked = token_logprobs(logits, input_ids[:, 1:][scored], temperature, top_p)  # (N,)
     out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
-    return out.masked_scatter(torch.nn.functional.pad(scored, (1, 0)), picked)
+    where = torch.nn.functional.pad(scored, (1, 0))
+    if entropy is not None:
+        entropy.append(torch.zeros_like(out).masked_scatter(where, _entropy(logits, temperature, top_p)))
+    return out.masked_scatter(where, picked)
+
+
+def _entropy(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Entropy (nats) of the sampling distribution of each row of ``logits`` (..., V) -> (...)."""
+    with torch.no_grad():
+        logp = sampling_log_probs(logits.detach().float(), temperature, top_p)
+        p = logp.exp()
+        return -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
 
 
 class Learner:
@@ -201,6 +132,9 @@ class Learner:
                                   config.dynamic_sampling, on_refill, should_stop)
         torch.manual_seed(0)
         base = load_causal_lm(self.model_spec)
+        if config.gradient_checkpointing:  # non-reentrant: no input-grad hook needed under LoRA, and DDP-safe
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            base.config.use_cache = False
         lora = LoraConfig(
             r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
             target_modules=config.target_modules, task_type="CAUSAL_LM",
@@ -211,6 +145,11 @@ class Learner:
         """Where the model is (``config.device``); batches are moved there."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.scheduler = make_schedule(config.lr_schedule, self.optimizer, config.warmup_steps, config.lr_decay_steps)
+        self.ranks: RankGroup | None = None
+        """The data-parallel group once :meth:`join_ranks` ran (None: one rank)."""
+        self._forward: Any = self.model
+        """What the micro-steps call: the model, or the model under DDP."""
         self.step = 0
         self.version = 0
         self._pending: list[str] = []
@@ -261,6 +200,8 @@ class Learner:
                 check_fits(optimizer_state, self.optimizer)
                 set_peft_model_state_dict(self.model, weights)
                 self.optimizer.load_state_dict(optimizer_state)
+                self.scheduler = make_schedule(self.config.lr_schedule, self.optimizer, self.config.warmup_steps,
+                                               self.config.lr_decay_steps, done_steps=step)
             except Exception as exc:  # safetensors, peft and torch raise their own for bad files
                 log.warning("not resuming from adapter v%d (%s); trying the previous committed version, "
                             "the files stay in the bucket", adapter.version, exc)
@@ -279,40 +220,100 @@ class Learner:
                 f"loads ({'; '.join(skipped) or 'see the warnings above'}): fix or move them, or start a new run id")
         return False
 
+    def join_ranks(self, ranks: RankGroup) -> None:
+        """Makes this learner one rank of a data-parallel group (every rank calls it once, rank
+        0 after :meth:`resume`): rank 0's optimiser state, step and version reach every rank,
+        and DDP broadcasts rank 0's weights.
+
+        Raises:
+            RankLostError: a rank is gone or silent past the timeout.
+        """
+        state = ranks.broadcast((self.optimizer.state_dict(), self.step, self.version) if ranks.rank == 0 else None)
+        if ranks.rank != 0:
+            self.optimizer.load_state_dict(state[0])
+            self.step, self.version = state[1], state[2]
+            self.scheduler = make_schedule(self.config.lr_schedule, self.optimizer, self.config.warmup_steps,
+                                           self.config.lr_decay_steps, done_steps=self.step)
+        self._forward = ranks.wrap(self.model)
+        self.ranks = ranks
+
     def train_on(self, groups: list[list[Trajectory]]) -> StepMetrics:
-        """One optimiser step on already repaired groups. Returns its metrics."""
-        t0 = time.monotonic()
+        """One optimiser step on already repaired groups (rank 0 deals them to every rank).
+        Returns its metrics.
+
+        Raises:
+            RankLostError: a data-parallel rank was lost (the step is failed).
+        """
         batch = collate(groups, self.config.max_tokens)
+        if self.ranks is not None:
+            self.ranks.broadcast(batch)
+        return self.train_batch(batch, len(groups))
+
+    def train_batch(self, batch: TrainBatch, n_groups: int = 0) -> StepMetrics:
+        """One optimiser step on this rank's share of ``batch`` (all of it on one rank): micro-
+        batches normalised by the whole step's generated tokens, gradients summed over ranks,
+        clipped, stepped; the schedule advances. Every rank calls it with the same batch.
+
+        Raises:
+            RankLostError: a data-parallel rank was lost (the step is failed).
+        """
+        t0 = time.monotonic()
         total = max(batch.n_generated_tokens, 1)
+        world = self.ranks.world_size if self.ranks is not None else 1
+        mine = shard_batch(batch, self.ranks.rank, world) if self.ranks is not None else batch
         self.optimizer.zero_grad(set_to_none=True)
-        sums = {"loss": 0.0, "masked": 0.0, "ratio": 0.0, "kl": 0.0}
-        for micro in batch.split(self.config.micro_batch_size):
-            out = self._micro_step(micro, total)
-            weight = out.n_tokens / total
-            sums["loss"] += float(out.loss.detach())
-            sums["masked"] += out.masked_fraction * weight
-            sums["ratio"] += out.mean_ratio * weight
-            sums["kl"] += out.kl * weight
-        torch.nn.utils.clip_grad_norm_(
-            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
-        )
+        sums = [0.0] * 6  # loss, then token-weighted: masked, ratio, kl, entropy, kl_ref
+        micros = mine.split(self.config.micro_batch_size)
+        with self.ranks.guard() if self.ranks is not None else contextlib.nullcontext():
+            self._accumulate(micros, total, world, sums)
+        if self.ranks is not None:
+            sums = self.ranks.all_sum(sums)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm)
+        lr = float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
+        self.scheduler.step()
         self.step += 1
         return StepMetrics(
-            self.step, sums["loss"], sums["masked"], sums["ratio"], sums["kl"], batch.n_generated_tokens,
-            len(groups), float(batch.rewards.mean()), duration_s=time.monotonic() - t0,
-        )
+            self.step, sums[0], sums[1], sums[2], sums[3], batch.n_generated_tokens, n_groups,
+            float(batch.rewards.mean()), duration_s=time.monotonic() - t0, grad_norm=float(grad_norm),
+            learning_rate=lr, entropy=sums[4], kl_ref=sums[5] if self.config.kl_coef > 0 else None, world_size=world)
 
-    def _micro_step(self, micro: TrainBatch, total_tokens: int):
+    def _accumulate(self, micros: list[TrainBatch], total: int, world: int, sums: list[float]) -> None:
+        """Forward and backward of each micro-batch, adding its figures to ``sums``."""
+        for i, micro in enumerate(micros):
+            sync = self.ranks is None or i == len(micros) - 1  # DDP all-reduces in the last backward only
+            with contextlib.nullcontext() if sync else self._forward.no_sync():
+                out, ent, kl_ref = self._micro_step(micro, total, world)
+            w = out.n_tokens / total
+            for k, v in enumerate((float(out.loss.detach()), out.masked_fraction * w, out.mean_ratio * w,
+                                   out.kl * w, ent * w, kl_ref * w)):
+                sums[k] += v
+
+    def _micro_step(self, micro: TrainBatch, total_tokens: int, world: int = 1) -> tuple[LossOutput, float, float]:
+        """Forward and backward of one micro-batch; returns its loss, mean entropy and mean KL to
+        the reference over its generated tokens (KL 0 when ``kl_coef`` is 0)."""
         micro = micro.to(self.device)
-        logp = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.policy.temperature,
-                                 self.policy.top_p, loss_mask=micro.loss_mask)
+        entropy: list[torch.Tensor] = []
+        logp = sequence_logprobs(self._forward, micro.input_ids, micro.attention_mask, self.policy.temperature,
+                                 self.policy.top_p, loss_mask=micro.loss_mask, entropy=entropy)
         out = policy_loss(
             logp, micro.behaviour_logp, micro.advantages, micro.loss_mask,
             objective=self.config.objective, config=self.loss_config, n_tokens_total=total_tokens,
         )
-        out.loss.backward()
-        return out
+        mask = micro.loss_mask.to(logp.dtype)
+        count = max(out.n_tokens, 1)
+        loss, kl_mean = out.loss, 0.0
+        if self.config.kl_coef > 0:
+            with torch.no_grad(), self.model.disable_adapter():  # the reference is the base model
+                ref = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.policy.temperature,
+                                        self.policy.top_p, loss_mask=micro.loss_mask)
+            kl = reference_kl(logp, ref) * mask
+            loss = loss + self.config.kl_coef * kl.sum() / float(total_tokens)
+            kl_mean = float(kl.detach().sum()) / count
+            out = LossOutput(loss, out.masked_fraction, out.mean_ratio, out.kl, out.n_tokens)
+        (loss * world).backward()  # DDP averages the ranks' gradients; their sum is the step's
+        return out, float((entropy[0] * mask).sum()) / count, kl_mean
 
     async def run_step(self) -> StepMetrics | None:
         """Claims groups (refilling past zero-variance ones), trains one step and publishes when due.
@@ -329,7 +330,8 @@ class Learner:
         # dropped groups are consumed all the same (acked at the publish); skipped ones are acked already
         self._pending.extend(got.trained_ids + got.dropped_ids)
         if not groups:  # nothing left to train on
-            metrics = StepMetrics(self.step, 0.0, 0.0, 1.0, 0.0, 0, 0, 0.0, filter=got.filter)
+            metrics = StepMetrics(self.step, 0.0, 0.0, 1.0, 0.0, 0, 0, 0.0, filter=got.filter,
+                                  world_size=self.ranks.world_size if self.ranks is not None else 1)
         else:
             metrics = self.train_on(groups)
             metrics.filter = got.filter

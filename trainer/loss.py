@@ -188,3 +188,29 @@ def sft_loss(logp: torch.Tensor, loss_mask: torch.Tensor, n_tokens_total: int | 
     mask = loss_mask.to(logp.dtype)
     denom = float(max(n_tokens_total if n_tokens_total is not None else int(mask.sum().item()), 1))
     return -(logp * mask).sum() / denom
+
+
+def reference_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token KL of the policy to the reference, the k3 estimator GRPO adds to its loss.
+
+    ``D = exp(ref - logp) - (ref - logp) - 1`` (Shao et al. 2024, DeepSeekMath, eq. 4; Schulman
+    2020, "Approximating KL divergence", k3), an unbiased, non-negative estimate of
+    ``KL(policy || reference)`` per token sampled from the policy; 0 where the two agree. Its
+    gradient flows through ``logp`` only. The learner adds ``beta * sum(mask * D) / n_tokens_total``
+    to the policy loss (``learner.kl_coef``; TRL's ``beta``, verl's ``kl_loss_coef`` with
+    ``kl_loss_type: low_var_kl``).
+
+    Args:
+        logp: (B, T) learner logprobs, with gradient.
+        ref_logp: (B, T) the reference policy's logprobs of the same tokens (no gradient).
+
+    Returns:
+        (B, T) float, >= 0 up to rounding; multiply by the loss mask before summing.
+
+    Raises:
+        ValueError: shapes disagree.
+    """
+    if logp.shape != ref_logp.shape:
+        raise ValueError(f"logp {tuple(logp.shape)} and ref_logp {tuple(ref_logp.shape)} must both be (B, T)")
+    delta = ref_logp.detach() - logp
+    return torch.exp(delta) - delta - 1

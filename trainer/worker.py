@@ -5,6 +5,12 @@ thread, or a Ray actor), so that training never blocks the orchestrator's event 
 (finish the step, publish what is pending, exit), a counter of steps attempted (sync mode waits
 on it), a counter of groups a step asked for beyond its first claim (dynamic sampling's refill:
 sync mode lets that many more groups start), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
+
+With ``learner.world_size`` > 1 this process is rank 0 of a data-parallel group
+(:mod:`gymfleet.trainer.data_parallel`): it spawns the other ranks (:func:`follower_process`, on
+this machine; ``learner.rank<N>.pid`` and ``learner.rank<N>.log`` in the report folder), claims,
+deals each step's batch to them, publishes and acks. A rank lost mid-step fails the step and
+this process (``RankLostError``) before anything it trained is published.
 """
 
 from __future__ import annotations
@@ -13,21 +19,23 @@ import asyncio
 import ctypes
 import json
 import logging
-import multiprocessing
+import multiprocessing as mp
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gymfleet.trainer.learner import LearnerConfig
+    from gymfleet.trainer.data_parallel import RankGroup, RankSpec
+    from gymfleet.trainer.learner import Learner, LearnerConfig
     from gymfleet.trainer.rollout_policy import RolloutPolicy
 
 from gymfleet.core.errors import GymfleetError
+from gymfleet.trainer.errors import RankLostError
 from gymfleet.core.jsonl import open_for_append
 from gymfleet.core.quiet import quiet_if_asked
 
@@ -76,12 +84,21 @@ def learner_process(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = No
     (report / PID_FILE).write_text(str(os.getpid()))
     try:
         asyncio.run(learn(args, _OwnedStop(stop, owner), attempts, wanted))
-    except GymfleetError as exc:  # the user's to fix (another live learner, a bucket, a store): no traceback
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        logging.getLogger("gymfleet.trainer.worker").error("learner stopped: %s", message)
-        with open_for_append(report / STEPS_FILE) as out:
-            _write(out, {"event": "error", "t": time.time(), "message": message})
-        sys.exit(EXIT_REFUSED)
+    except BaseException as exc:
+        if isinstance(exc, GymfleetError) and not isinstance(exc, RankLostError):
+            _refuse(report, exc)  # the user's to fix (another live learner, a bucket, a store): no traceback
+        # a lost rank (resumable: a rerun resumes from the last published version) or a bug
+        logging.getLogger(__name__).exception("the learner failed")  # learner.log says why, not only stderr
+        raise
+
+
+def _refuse(report: Path, exc: GymfleetError) -> None:
+    """Writes the learner's one-line ``error`` row and log line, then exits ``EXIT_REFUSED``."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    logging.getLogger("gymfleet.trainer.worker").error("learner stopped: %s", message)
+    with open_for_append(report / STEPS_FILE) as out:
+        _write(out, {"event": "error", "t": time.time(), "message": message})
+    sys.exit(EXIT_REFUSED)
 
 
 EXIT_REFUSED = 2
@@ -105,7 +122,7 @@ def _die_with_parent() -> int | None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    parent = multiprocessing.parent_process()
+    parent = mp.parent_process()
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent is None:
@@ -178,39 +195,134 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         learner = Learner(config, args.policy, source, AdapterBucket(args.bucket_url, args.run_id), claimer=claimer,
                           on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
-        log = logging.getLogger("gymfleet.trainer.worker")
-        log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
-                 learner.version, released)
-        steps_path = Path(args.report_dir) / STEPS_FILE
-        missing = _missing_step_row(steps_path, learner.resumed_step_row)
-        with open_for_append(steps_path) as out:
-            if missing is not None:  # the last start was killed between its publish and this row
-                _write(out, missing)
-            _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
-                         "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
-                         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "device": str(learner.device)})
-            idle_s = 0.0
-            while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
-                t0 = time.monotonic()
-                metrics = await learner.run_step()
-                if metrics is None:
-                    await asyncio.sleep(POLL_S)
-                    idle_s += time.monotonic() - t0
-                    continue
-                with attempts.get_lock():
-                    attempts.value += 1
-                row = {"event": "step", "t": time.time(), "idle_s": idle_s, **asdict(metrics),
-                       "version": learner.version, "claimed": len(source.claimed)}
-                _write(out, row)
-                if on_step is not None:
-                    on_step(row)
-                idle_s = 0.0
-            if learner.pending_group_ids:
-                version = await learner.publish()
-                _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
-            _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
-                         "idle_s": idle_s})
+        ranks, followers = _start_ranks(args, learner) if config.world_size > 1 else (None, [])
+        try:
+            await _loop(args, learner, source, resumed, released, stop, attempts, on_step)
+        finally:
+            _stop_ranks(ranks, followers)
         await source.leave_seat()  # a successor on another host need not wait out the seat
+
+
+async def _loop(args: WorkerArgs, learner: Learner, source: Any, resumed: bool, released: int, stop: Any,
+                attempts: Any, on_step: Callable[[dict[str, Any]], None] | None) -> None:
+    """Claims, trains and publishes until the budget or ``stop``, writing ``learner.jsonl``."""
+    log = logging.getLogger("gymfleet.trainer.worker")
+    log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
+             learner.version, released)
+    steps_path = Path(args.report_dir) / STEPS_FILE
+    missing = _missing_step_row(steps_path, learner.resumed_step_row)
+    with open_for_append(steps_path) as out:
+        if missing is not None:  # the last start was killed between its publish and this row
+            _write(out, missing)
+        _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
+                     "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
+                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "device": str(learner.device),
+                     "world_size": args.learner.world_size})
+        idle_s = 0.0
+        while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
+            t0 = time.monotonic()
+            metrics = await learner.run_step()
+            if metrics is None:
+                await asyncio.sleep(POLL_S)
+                idle_s += time.monotonic() - t0
+                continue
+            with attempts.get_lock():
+                attempts.value += 1
+            row = {"event": "step", "t": time.time(), "idle_s": idle_s, **asdict(metrics),
+                   "version": learner.version, "claimed": len(source.claimed)}
+            _write(out, row)
+            if on_step is not None:
+                on_step(row)
+            idle_s = 0.0
+        if learner.pending_group_ids:
+            version = await learner.publish()
+            _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
+        _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
+                     "idle_s": idle_s})
+
+
+def _start_ranks(args: WorkerArgs, learner: Learner) -> tuple[RankGroup, list[Any]]:
+    """Spawns ranks 1..world_size-1 on this machine and joins them as rank 0 (after the resume:
+    they get its weights, optimiser state and step).
+
+    Raises:
+        RankLostError: the ranks did not all join within ``learner.dist_timeout_s``.
+    """
+    from gymfleet.trainer.data_parallel import RankGroup, RankSpec, free_port, resolve_backend
+
+    config = args.learner
+    spec = RankSpec(0, config.world_size, "127.0.0.1", free_port(), resolve_backend(config.dist_backend, learner.device),
+                    config.dist_timeout_s)
+    ctx = mp.get_context("spawn")
+    followers = []
+    for rank in range(1, config.world_size):
+        proc = ctx.Process(target=follower_process, args=(args, replace(spec, rank=rank)),
+                           name=f"gymfleet-learner-rank{rank}")
+        proc.start()
+        (Path(args.report_dir) / f"learner.rank{rank}.pid").write_text(str(proc.pid))
+        followers.append(proc)
+    ranks = RankGroup(spec)
+    try:
+        learner.join_ranks(ranks)
+    except BaseException:
+        _stop_ranks(ranks, followers)
+        raise
+    return ranks, followers
+
+
+def _stop_ranks(ranks: RankGroup | None, followers: list[Any]) -> None:
+    """Tells the follower ranks to exit (when the group still answers), waits a little, kills
+    what is left and leaves the group."""
+    from gymfleet.trainer.errors import RankLostError
+
+    if ranks is None:
+        return
+    if all(f.is_alive() for f in followers):
+        try:
+            ranks.broadcast(None)  # the followers' loop ends on None
+        except RankLostError:
+            pass
+    for proc in followers:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    ranks.close()
+
+
+def follower_process(args: WorkerArgs, spec: RankSpec) -> None:
+    """Process entry point of data-parallel rank ``spec.rank`` (> 0): loads the model, joins the
+    group (rank 0's weights, optimiser state and step reach it), then trains its share of every
+    batch rank 0 broadcasts until rank 0 sends None. It never touches the store or the bucket.
+
+    Raises:
+        RankLostError: rank 0 or another rank is gone.
+    """
+    quiet_if_asked()
+    report = Path(args.report_dir)
+    logging.basicConfig(filename=report / f"learner.rank{spec.rank}.log", level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    import torch
+
+    from gymfleet.trainer.bucket import AdapterBucket
+    from gymfleet.trainer.data_parallel import NoGroupSource, RankGroup
+    from gymfleet.trainer.learner import Learner
+
+    if args.n_threads:
+        torch.set_num_threads(args.n_threads)
+    config = args.learner
+    if spec.backend == "nccl" and config.device in ("auto", "cuda"):
+        config = config.model_copy(update={"device": f"cuda:{spec.rank}"})
+    learner = Learner(config, args.policy, NoGroupSource(), AdapterBucket(args.bucket_url, args.run_id),
+                      claimer=f"rank-{spec.rank}")
+    ranks = RankGroup(spec)
+    try:
+        learner.join_ranks(ranks)
+        while (batch := ranks.broadcast(None)) is not None:
+            metrics = learner.train_batch(batch)
+            logging.getLogger(__name__).info("rank %d: step %d", spec.rank, metrics.step)
+    finally:
+        ranks.close()
 
 
 def _missing_step_row(path: Path, row: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -40,8 +40,9 @@ Class tree::
     │   ├── LearnerBusyError              a run another live learner trains (one learner per run)
     │   └── RunNotFoundError (KeyError)
     └── TrainError                        the learner side (trainer/errors.py)
-        └── BucketError                   the adapter bucket cannot be read or written
-            └── BucketCorruptError        a committed version that does not read back (skipped, kept)
+        ├── BucketError                   the adapter bucket cannot be read or written
+        │   └── BucketCorruptError        a committed version that does not read back (skipped, kept)
+        └── RankLostError                 a data-parallel learner rank died mid-step (the step fails)
 
 The sandbox subtree sits under the env subtree: a sandbox is an env's resource, and callers that
 catch ``EnvError`` around an episode keep catching sandbox failures. Each class has one name and

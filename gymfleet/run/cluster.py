@@ -137,7 +137,8 @@ class RayPlacement:
         restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
         replicas, shard_configs = await asyncio.to_thread(_place_replicas, ray, run, cl, restarts)
         learner = RayLearner(cfg.worker_args(report_dir=str(Path(cfg.report_dir).resolve())), ray, {
-            "name": f"gymfleet-learner-{run.run_id}", "num_cpus": cl.learner_cpus, "num_gpus": cl.learner_gpus,
+            "name": f"gymfleet-learner-{run.run_id}", "num_cpus": cl.learner_cpus * cfg.learner.world_size,
+            "num_gpus": cl.learner_gpus * cfg.learner.world_size,  # its data-parallel ranks run on its node
             "resources": cl.learner_resources, **restarts})
         local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
         shards = [ray.remote(ShardRole).options(

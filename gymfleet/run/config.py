@@ -60,8 +60,9 @@ class ClusterConfig(StrictModel):
     learner_resources: dict[str, float] = Field(default_factory=lambda: {"trainer": 1.0})
     """Ray resources the learner requests."""
     learner_cpus: float = Field(1.0, ge=0)
+    """CPUs the learner requests per data-parallel rank (``learner.world_size`` ranks, on its node)."""
     learner_gpus: float = Field(0.0, ge=0)
-    """GPUs the learner requests (0: it trains on the CPU)."""
+    """GPUs the learner requests per data-parallel rank (0: it trains on the CPU)."""
     replicas_per_shard: int = Field(0, ge=0)
     """Embedded inference replicas each shard gets as Ray actors of their own (``gymfleet serve``'s
     app, on nodes offering ``replica_resources``), reached over HTTP; 0: each shard runs
@@ -211,6 +212,11 @@ class TrainConfig(StrictModel):
             self.run.max_staleness = DEFAULT_MAX_STALENESS
         # the start-up parity check scores replicas in the learner's own dtype
         self.run.policy.parity.dtype = self.learner.dtype
+        if self.learner.lr_decay_steps is None and self.learner.lr_schedule != "constant":
+            if self.budget.max_steps is None:
+                raise ValueError(f"learner.lr_schedule {self.learner.lr_schedule} decays over learner.lr_decay_steps: "
+                                 "set it, or budget.max_steps")
+            self.learner.lr_decay_steps = self.budget.max_steps
         self._split_threads()
         self._hold_out()
         return self
