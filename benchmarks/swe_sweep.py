@@ -15,7 +15,8 @@ per-Python parents stay). Prints JSON, and a markdown table (``--table FILE`` wr
 
 Usage: ``python benchmarks/swe_sweep.py DATASET --repo-mirror DIR [--per-version 1]
 [--dry-run] [--out runs/swe-sweep] [--max-workers 2] [--timeout 900] [--table docs/...]
-[--spec-table FILE]`` (default spec table: ``envs/swe/fixtures/drift.yaml``, pins for packages
+[--spec-table FILE] [--hardened]`` (default grading: the official harness's, as ``gymfleet eval
+swebench``; ``--hardened``: ``gymfleet/SWE-v0``'s) (default spec table: ``envs/swe/fixtures/drift.yaml``, pins for packages
 that drifted since swebench's specs were written).
 """
 
@@ -214,13 +215,16 @@ def main() -> None:
     parser.add_argument("--max-workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--keep-images", action="store_true")
+    parser.add_argument("--hardened", action="store_true",
+                        help="grade as gymfleet/SWE-v0 does (default: the official harness's way)")
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
     parser.add_argument("--spec-table", type=Path, action="append", default=None,
                         help="spec tables over swebench's (default: envs/swe/fixtures/drift.yaml)")
     args = parser.parse_args()
     tables = args.spec_table if args.spec_table is not None else [DRIFT_TABLE]
     config = SWEHarnessConfig(repo_mirrors=args.repo_mirror, allow_clone=False, eval_timeout_s=args.timeout,
-                              setup_timeout_s=1200, spec_tables=tables)
+                              setup_timeout_s=1200, spec_tables=tables,
+                              grading="hardened" if args.hardened else "official")
     config.images.python_fallback = args.python_fallback
     harness = SWEHarness(config)
     instances = load_instances(args.dataset)
