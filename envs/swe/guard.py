@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from gymfleet.envs.errors import SandboxError
 from gymfleet.envs.sandbox import Sandbox
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.errors import SWESetupError
 from gymfleet.envs.swe.instances import SWEInstance
 
 TOOLS = ("git", "patch", "bash", "sh", "dash", "env", "cat", "rm", "stat", "touch", "find")
@@ -69,11 +68,12 @@ async def _read(sandbox: Sandbox, path: str) -> bytes | None:
 
 
 async def take_snapshot(sandbox: Sandbox, instance: SWEInstance, repo_dir: str) -> GuardSnapshot:
-    """Records the grader's tools and what the test patch makes of its files. Call after the
-    model patch was applied and before anything of it ran (the eval script's install).
+    """Records the grader's tools and what the test patch makes of its files (none when git
+    cannot apply it to copies of them). Call after the model patch was applied and before
+    anything of it ran (the eval script's install).
 
     Raises:
-        SWESetupError: the test patch did not apply to the base commit's files.
+        SandboxError: the sandbox failed.
     """
     path_run = await sandbox.exec('printf %s "$PATH"', timeout_s=60)
     folders = [f for f in dict.fromkeys(path_run.stdout.split(":")) if f.startswith("/")]
@@ -89,10 +89,10 @@ async def take_snapshot(sandbox: Sandbox, instance: SWEInstance, repo_dir: str) 
     script = "\n".join(["set -e", f"mkdir -p {scratch}", *shows, f"cd {scratch}",
                         f"git apply - <<'{_DELIMITER}'\n{instance.test_patch}\n{_DELIMITER}"])
     run = await sandbox.exec(script + "\n", timeout_s=120)
-    if not run.ok:
-        raise SWESetupError("the test patch does not apply to the base commit's files: "
-                            f"{(run.stdout + run.stderr).strip()[-400:]}")
-    contents = await asyncio.gather(*(_read(sandbox, f"{scratch}/{p}") for p in files))
+    # a test patch git cannot apply to loose copies (a rename, a binary delta) leaves the test
+    # files unchecked; the eval script's own apply then decides, as before
+    contents = (await asyncio.gather(*(_read(sandbox, f"{scratch}/{p}") for p in files))
+                if run.ok else [])
     await sandbox.exec(f"rm -rf {scratch}", timeout_s=60)
     return GuardSnapshot(dict(zip(tool_paths, digests)), dict(zip(files, contents)))
 
