@@ -68,7 +68,7 @@ def test_second_run_redoes_nothing(gold_run, harness: SWEHarness) -> None:  # ty
     config, first, layout = gold_run
     before = {p: p.stat().st_mtime_ns for p in layout.run_dir.glob("*/report.json")}
     seen: list[str] = []
-    summary, _ = asyncio.run(evaluate(config, lambda _id, outcome: seen.append(outcome),
+    summary, _ = asyncio.run(evaluate(config, lambda _id, outcome, _s: seen.append(outcome),
                                       harness=harness))
     assert seen == ["skipped"] * len(before)
     assert sorted(summary.resolved_ids) == sorted(first.resolved_ids)
