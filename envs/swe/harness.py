@@ -243,7 +243,9 @@ class SWEHarness:
             return
         result.timings_s["apply"] = time.monotonic() - t0
         # nothing of the prediction has run yet (git applied it): the guard's moment
+        t_guard = time.monotonic()
         snapshot = await guard.take_snapshot(sandbox, instance, scripts.REPO_DIR)
+        result.timings_s["guard"] = time.monotonic() - t_guard
         spec = self.spec(instance)
         conda = image.layout == "swebench"
         hooks_before = await self._hooks(sandbox, conda)
@@ -260,7 +262,9 @@ class SWEHarness:
                     else f"the eval setup (test patch, install) failed ({why})")
             result.error = f"{what}: {_tail(setup.stdout + setup.stderr)}"
             return
+        t_guard = time.monotonic()
         tampered = await guard.changed_since(sandbox, snapshot, scripts.REPO_DIR)
+        result.timings_s["guard"] += time.monotonic() - t_guard
         if tampered:
             why = ("the install changed the grader's tools or the test patch's files: "
                    + ", ".join(tampered[:5]))
