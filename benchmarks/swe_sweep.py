@@ -2,8 +2,10 @@
 
 ``--dry-run`` counts, over the whole dataset, the instances whose spec can be provisioned here
 (its Python is reachable offline and no conda-only package is left untranslated; an
-``environment.yml`` spec is counted only when the mirror holds the repository to read it), by
-repo and by reason; nothing is built.
+``environment.yml`` spec is counted only when the mirror holds the repository to read it, a
+``requirements.txt`` spec only when the mirror has one of swebench's requirements paths at the
+setup commit: what the build reads), by repo and by reason; nothing is built. Progress lines
+give each instance's own seconds.
 
 Without it, one instance per (repo, version) (``--per-version N``: N) that can be provisioned
 and whose repository is in the mirror runs twice through ``gymfleet eval swebench``'s
@@ -15,7 +17,8 @@ per-Python parents stay). Prints JSON, and a markdown table (``--table FILE`` wr
 
 Usage: ``python benchmarks/swe_sweep.py DATASET --repo-mirror DIR [--per-version 1]
 [--dry-run] [--out runs/swe-sweep] [--max-workers 2] [--timeout 900] [--table docs/...]
-[--spec-table FILE]`` (default spec table: ``envs/swe/fixtures/drift.yaml``, pins for packages
+[--spec-table FILE] [--hardened]`` (default grading: the official harness's, as ``gymfleet eval
+swebench``; ``--hardened``: ``gymfleet/SWE-v0``'s) (default spec table: ``envs/swe/fixtures/drift.yaml``, pins for packages
 that drifted since swebench's specs were written).
 """
 
@@ -30,10 +33,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.errors import SWEError
 from gymfleet.envs.swe.evaluation import EvalConfig, evaluate
 from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURES_DIR, SWEInstance, load_instances
+from gymfleet.envs.swe.specs import RepoSpec
 
 DRIFT_TABLE = FIXTURES_DIR / "drift.yaml"
 """Pins for packages that drifted since swebench's specs were written (see the file)."""
@@ -46,12 +51,29 @@ def classify(harness: SWEHarness, instance: SWEInstance) -> str:
         harness.images.check(instance, spec)
         if spec.packages.strip() == "environment.yml" and not in_mirror(harness, instance):
             return "environment.yml spec: repository not in the mirror, cannot be read"
+        unread = unreadable_requirements(harness, instance, spec)
+        if unread:
+            return unread
     except SWEError as exc:
         text = str(exc)
         if "asks for Python" in text:
             return f"Python {harness.spec(instance).python} not reachable offline"
         return f"{type(exc).__name__}: {text.splitlines()[0][:160]}"
     return "ok"
+
+
+def unreadable_requirements(harness: SWEHarness, instance: SWEInstance, spec: RepoSpec) -> str:
+    """Why the build could not read a ``requirements.txt`` spec's file (the paths swebench reads,
+    from the mirror at the setup commit, as the build does), or "" when it can, or when the
+    repository is a bundle or a URL (read at build time)."""
+    if spec.packages.strip() != "requirements.txt" or not in_mirror(harness, instance):
+        return ""
+    paths = upstream.constants().MAP_REPO_TO_REQS_PATHS.get(instance.repo, ["requirements.txt"])
+    commit = instance.setup_commit
+    if any(harness.images.repos.read_file(instance.repo, commit, p) is not None for p in paths):
+        return ""
+    return (f"requirements.txt spec: none of {', '.join(paths)} can be read from the mirror at "
+            "the setup commit")
 
 
 def in_mirror(harness: SWEHarness, instance: SWEInstance) -> bool:
@@ -189,12 +211,15 @@ async def sweep(args: argparse.Namespace, harness: SWEHarness, instances: list[S
     async def one(instance: SWEInstance) -> None:
         async with gate:
             print(f"start {instance.instance_id}", file=sys.stderr, flush=True)
+            began = time.monotonic()
             row = await run_one(harness, args, instance)
+            row["instance_s"] = round(time.monotonic() - began, 1)
             done[instance.instance_id] = row
             with done_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"done {instance.instance_id}: built={row.get('built')} gold={row.get('gold_resolved')} "
-                  f"empty={row.get('empty_resolved')} {row.get('error') or row.get('gold_error') or ''}"[:300],
+                  f"empty={row.get('empty_resolved')} ({row['instance_s']:.0f} s) "
+                  f"{row.get('error') or row.get('gold_error') or ''}"[:300],
                   file=sys.stderr, flush=True)
 
     async with asyncio.TaskGroup() as group:
@@ -214,13 +239,16 @@ def main() -> None:
     parser.add_argument("--max-workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--keep-images", action="store_true")
+    parser.add_argument("--hardened", action="store_true",
+                        help="grade as gymfleet/SWE-v0 does (default: the official harness's way)")
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
     parser.add_argument("--spec-table", type=Path, action="append", default=None,
                         help="spec tables over swebench's (default: envs/swe/fixtures/drift.yaml)")
     args = parser.parse_args()
     tables = args.spec_table if args.spec_table is not None else [DRIFT_TABLE]
     config = SWEHarnessConfig(repo_mirrors=args.repo_mirror, allow_clone=False, eval_timeout_s=args.timeout,
-                              setup_timeout_s=1200, spec_tables=tables)
+                              setup_timeout_s=1200, spec_tables=tables,
+                              grading="hardened" if args.hardened else "official")
     config.images.python_fallback = args.python_fallback
     harness = SWEHarness(config)
     instances = load_instances(args.dataset)

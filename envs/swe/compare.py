@@ -1,23 +1,26 @@
-"""Parity check: gymfleet's verdicts against swebench's own ``get_eval_report`` on the same logs.
+"""Parity check, end to end: for each instance of a finished run, what the official harness
+would have applied and how its ``get_eval_report`` grades that log, against gymfleet's verdict.
 
 ``gymfleet eval swebench ... --compare REPORT_DIR`` reads a finished run under ``REPORT_DIR``
-(``logs/run_evaluation/<run_id>/<model>/<id>/test_output.txt``, ``report.json``), grades each
-``test_output.txt`` with swebench 4.1.0's ``get_eval_report``, and lists every instance where
-swebench's ``resolved`` differs from gymfleet's, with the reason: gymfleet's error, a run it
-could not grade (``ungradable``: no JUnit report, a crash, an install that wrote start-up hooks),
-files it did not grade (``dropped_files``), or the tests whose outcome differs and the status
-swebench's parser gave each (last line wins; 4.1.0 counts a SKIPPED/XFAIL FAIL_TO_PASS test as
-passed).
+(``logs/run_evaluation/<run_id>/<model>/<id>/test_output.txt``, ``report.json``) and lists every
+instance where the two differ, with the reason:
 
-Repositories swebench's tables do not know (the fixtures) are added to its parser and spec maps
-from gymfleet's spec table for the duration of each grading, so that its own code grades them too.
+* a different patch: a ``--hardened`` run dropped files (``dropped_files``) that the official
+  harness applies; its log is not the official one, so this is a difference whatever the
+  verdicts (rerun without ``--hardened`` for the official number);
+* a different verdict on the same log: gymfleet's error, a run it could not grade
+  (``ungradable``: no JUnit report, a crash, the canary, an install that changed start-up hooks
+  or the grader's tools), or the tests whose outcome differs with the status swebench's parser
+  gave each (last line wins; 4.1.0 counts a SKIPPED/XFAIL FAIL_TO_PASS test as passed).
+
+An instance where both sides error (image build, apply, eval setup, timeout: swebench's
+``run_instance`` raises on each) agrees. Empty-patch runs (``--run-empty-patches``) are compared
+like any other (never resolved on either side).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +28,7 @@ from typing import Any
 
 from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.instances import SWEInstance
+from gymfleet.envs.swe.official import swebench_report
 from gymfleet.envs.swe.predictions import Prediction
 from gymfleet.envs.swe.report import RunLayout
 from gymfleet.envs.swe.specs import RepoSpec
@@ -38,7 +42,8 @@ class Difference:
 
     Attributes:
         gymfleet: ``resolved``, ``unresolved`` or ``error``.
-        swebench: ``resolved`` or ``unresolved``.
+        swebench: ``resolved``, ``unresolved``, ``error``, or ``not graded`` (gymfleet graded a
+            different patch than the official harness applies).
         reasons: why, one line each.
     """
 
@@ -78,10 +83,11 @@ def compare_run(layout: RunLayout, instances: list[SWEInstance],
         prediction = predictions.get(instance.instance_id)
         folder = layout.instance_dir(instance.instance_id)
         log = folder / "test_output.txt"
-        if prediction is None or prediction.is_empty:
+        if prediction is None:
             continue
         if not log.is_file():
-            result.not_run.append(instance.instance_id)
+            if not prediction.is_empty:  # an empty patch not run: swebench runs none either
+                result.not_run.append(instance.instance_id)
             continue
         result.compared += 1
         difference = compare_instance(instance, prediction, folder, specs[instance.instance_id])
@@ -95,53 +101,38 @@ def compare_run(layout: RunLayout, instances: list[SWEInstance],
 def compare_instance(instance: SWEInstance, prediction: Prediction, folder: Path,
                      spec: RepoSpec) -> Difference | None:
     """The difference on one instance, or None when both say the same."""
-    theirs = swebench_report(instance, prediction, folder / "test_output.txt", spec)
     ours = _our_report(folder, instance.instance_id)
     our_verdict = ("error" if ours is None else "resolved" if ours.get("resolved")
                    else "unresolved")
-    their_verdict = "resolved" if theirs.get("resolved") else "unresolved"
+    if ours is not None and ours.get("dropped_files"):
+        return Difference(instance.instance_id, our_verdict, "not graded", [
+            f"gymfleet graded a different patch: --hardened dropped "
+            f"{', '.join(ours['dropped_files'])}, which the official harness applies (rerun "
+            "without --hardened for its verdict)"])
+    log_text = (folder / "test_output.txt").read_text(errors="replace")
+    if ours is not None and upstream.constants().START_TEST_OUTPUT not in log_text:
+        return Difference(instance.instance_id, our_verdict, "not graded", [
+            f"gymfleet stopped before the tests ({ours.get('ungradable') or 'no test run'}); "
+            "the official harness would have run them"])
+    theirs = swebench_report(instance, prediction.model_patch, prediction.model_name_or_path,
+                             folder / "test_output.txt", spec)
+    their_verdict = _their_verdict(theirs, folder / "test_output.txt", prediction)
     if our_verdict == their_verdict:
         return None
     return Difference(instance.instance_id, our_verdict, their_verdict,
                       _reasons(instance, folder, ours, theirs, spec))
 
 
-def swebench_report(instance: SWEInstance, prediction: Prediction, log: Path,
-                    spec: RepoSpec) -> dict[str, Any]:
-    """swebench 4.1.0's ``get_eval_report`` body for one saved log."""
-    test_spec = SimpleNamespace(instance_id=instance.instance_id, repo=instance.repo,
-                                version=instance.version, FAIL_TO_PASS=instance.FAIL_TO_PASS,
-                                PASS_TO_PASS=instance.PASS_TO_PASS)
-    pred = {"instance_id": instance.instance_id, "model_patch": prediction.model_patch,
-            "model_name_or_path": prediction.model_name_or_path}
-    with _registered(spec):
-        report = upstream.grading().get_eval_report(test_spec, pred, str(log), True)
-    return dict(report[instance.instance_id])
-
-
-@contextmanager
-def _registered(spec: RepoSpec) -> Iterator[None]:
-    """Adds a repository swebench does not know to its parser and spec maps for the duration of
-    one grading, then takes it out again (swebench's maps are process-wide: a lasting entry would
-    change later spec lookups in the same process). An entry swebench has is never changed."""
-    specs = upstream.constants().MAP_REPO_VERSION_TO_SPECS
-    parsers = upstream.module("harness.log_parsers").MAP_REPO_TO_PARSER
-    added_parser = spec.repo not in parsers
-    added_repo = spec.repo not in specs
-    added_version = added_repo or spec.version not in specs[spec.repo]
-    if added_parser:
-        parsers[spec.repo] = spec.parser()
-    if added_version:
-        specs.setdefault(spec.repo, {})[spec.version] = {"test_cmd": spec.test_cmd}
-    try:
-        yield
-    finally:
-        if added_parser:
-            parsers.pop(spec.repo, None)
-        if added_repo:
-            specs.pop(spec.repo, None)
-        elif added_version:
-            specs[spec.repo].pop(spec.version, None)
+def _their_verdict(theirs: dict[str, Any], log: Path, prediction: Prediction) -> str:
+    """What swebench's ``run_instance`` reports: an error when the patch did not apply, the
+    tests timed out or never ran (the image build or eval setup failed), else its report's
+    ``resolved`` (never for an empty patch)."""
+    c = upstream.constants()
+    text = log.read_text(errors="replace")
+    if (c.APPLY_PATCH_FAIL in text or c.TESTS_TIMEOUT in text
+            or c.START_TEST_OUTPUT not in text):
+        return "error"
+    return "resolved" if theirs.get("resolved") and not prediction.is_empty else "unresolved"
 
 
 def _our_report(folder: Path, instance_id: str) -> dict[str, Any] | None:

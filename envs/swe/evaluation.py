@@ -18,12 +18,13 @@ from gymfleet.core.strict import StrictModel
 from gymfleet.envs.sandbox import SandboxLabels
 from gymfleet.envs.swe.harness import InstanceResult, SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.instances import FIXTURES_NAME, SAFE_ID, SWEInstance, load_instances
-from gymfleet.envs.swe.predictions import Prediction, load_predictions
+from gymfleet.envs.swe.predictions import Prediction, check_known, load_predictions
 from gymfleet.envs.swe.report import RunLayout, SWERunReport, write_instance
 
-OnResult = Callable[[str, str], None]
-"""Called as ``on_result(instance_id, outcome)`` when an instance is done (progress display);
-outcome is ``resolved``, ``unresolved``, ``empty``, ``error`` or ``skipped``."""
+OnResult = Callable[[str, str, float], None]
+"""Called as ``on_result(instance_id, outcome, seconds)`` when an instance is done (progress
+display); outcome is ``resolved``, ``unresolved``, ``empty``, ``error`` or ``skipped``; seconds
+is the instance's own grading time (0 when it was not graded in this run)."""
 
 
 class EvalConfig(StrictModel):
@@ -60,22 +61,21 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
         The run summary (also written to ``<output>/<model>.<run_id>.json``) and the layout.
 
     Raises:
-        InstanceLoadError: the dataset or predictions cannot be read.
+        InstanceLoadError: the dataset or predictions cannot be read, or a prediction names an
+            instance the dataset lacks (without ``instance_ids``).
     """
     instances = load_instances(config.dataset, config.instance_ids, config.split)
     predictions = load_predictions(config.predictions, instances)
     model = next(iter(predictions.values())).model_name_or_path if predictions else "none"
     layout = RunLayout(config.output_dir, config.run_id, model)
     summary = SWERunReport(total_instances=len(instances), submitted_ids=[])
-    for instance_id in predictions.keys() - {i.instance_id for i in instances}:
-        if not config.instance_ids:
-            summary.submitted_ids.append(instance_id)
-            summary.add(instance_id, None, False, "the prediction's instance is not in the dataset")
+    if not config.instance_ids:
+        check_known(predictions, instances)
     # swebench's incomplete_ids: instances of the dataset that got no prediction
     summary.incomplete_ids += [i.instance_id for i in instances if i.instance_id not in predictions]
     harness = harness or SWEHarness(config.harness)
     gate = asyncio.Semaphore(config.max_workers)
-    notify = on_result or (lambda _id, _outcome: None)
+    notify = on_result or (lambda _id, _outcome, _s: None)
 
     async def one(instance: SWEInstance, prediction: Prediction) -> None:
         summary.submitted_ids.append(instance.instance_id)
@@ -83,18 +83,19 @@ async def evaluate(config: EvalConfig, on_result: OnResult | None = None,
         if finished is not None:
             summary.skipped_ids.append(instance.instance_id)
             summary.add(instance.instance_id, finished, prediction.is_empty)
-            notify(instance.instance_id, "skipped")
+            notify(instance.instance_id, "skipped", 0.0)
             return
         if prediction.is_empty and not config.run_empty_patches:
             summary.add(instance.instance_id, {}, True)  # before anything is provisioned
-            notify(instance.instance_id, "empty")
+            notify(instance.instance_id, "empty", 0.0)
             return
         async with gate:
             result = await _grade(harness, config, instance, prediction)
         write_instance(layout, result)
         summary.add(instance.instance_id, result.report()[instance.instance_id],
                     prediction.is_empty, result.error)
-        notify(instance.instance_id, _outcome(result, prediction))
+        notify(instance.instance_id, _outcome(result, prediction),
+               result.timings_s.get("total", 0.0))
 
     async with asyncio.TaskGroup() as group:
         for instance in instances:

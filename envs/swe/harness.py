@@ -21,7 +21,7 @@ import time
 from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field
 
@@ -30,7 +30,7 @@ from gymfleet.envs.errors import SandboxError
 from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts
-from gymfleet.envs.swe import services, upstream
+from gymfleet.envs.swe import guard, services, upstream
 from gymfleet.envs.swe.canary import Canary, canary_candidates, plant_canary, restore_command
 from gymfleet.envs.swe.errors import ImageBuildFailedError, SWEError, SWESetupError
 from gymfleet.envs.swe.graded_patch import graded_patch
@@ -41,12 +41,26 @@ from gymfleet.envs.swe.image_scripts import WHEELHOUSE
 from gymfleet.envs.swe.images import ImageProvider, ImageRef, SWEImagesConfig
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, SWEInstance
 from gymfleet.envs.swe.junit import JunitReports, parse_junit, runs_pytest
+from gymfleet.envs.swe.official import official_grade
 from gymfleet.envs.swe.repos import RepoSource
 from gymfleet.envs.swe.specs import DRIFT_SPECS, RepoSpec, load_spec
 
 
+GradingMode = Literal["official", "hardened"]
+"""``official``: swebench 4.1.0's run (the whole patch, its apply commands in order, its
+``get_eval_report`` on the log): the number a leaderboard prints. ``hardened``: the patch's
+steering files dropped (:mod:`~gymfleet.envs.swe.graded_patch`), every status of a test, the
+JUnit report and the canary (:mod:`~gymfleet.envs.swe.grading`): for training, where a policy is
+an adversary. Both check that the install left the grader's tools and test files alone
+(:mod:`~gymfleet.envs.swe.guard`)."""
+
+
 class SWEHarnessConfig(StrictModel):
     """How SWE instances are provisioned, run and graded."""
+
+    grading: GradingMode = "hardened"
+    """How a patch is applied and its log graded (see :data:`GradingMode`); ``gymfleet eval
+    swebench`` uses ``official`` unless ``--hardened``."""
 
     repo_mirrors: list[Path] = Field(default_factory=lambda: [FIXTURE_MIRROR])
     """Mirror directories of git repositories, searched before GitHub."""
@@ -107,6 +121,8 @@ class InstanceResult:
     """Fields a spec table (``drift.yaml`` by default) changed in swebench's spec, and where."""
     services: tuple[str, ...] = ()
     """Local services started for the tests (``httpbin``: httpbin.org resolved to it)."""
+    grading: str = "hardened"
+    """The :data:`GradingMode` that graded it (``grading`` in report.json)."""
 
     @property
     def patch_applied(self) -> bool:
@@ -122,6 +138,7 @@ class InstanceResult:
                 self.patch_applied and self.error is None),
             "resolved": self.resolved,
             "error": self.error,
+            "grading": self.grading,
         }
         if self.python_fallback:
             body["python_fallback"] = self.python_fallback
@@ -198,7 +215,8 @@ class SWEHarness:
                     labels: SandboxLabels | None = None) -> InstanceResult:
         """Grades ``model_patch`` on ``instance`` in a fresh sandbox. Never raises for a bad
         instance or patch: the result's ``error`` says what went wrong."""
-        result = InstanceResult(instance.instance_id, model_name, model_patch)
+        result = InstanceResult(instance.instance_id, model_name, model_patch,
+                                grading=self.config.grading)
         start = time.monotonic()
         try:
             spec = self.spec(instance)
@@ -221,18 +239,13 @@ class SWEHarness:
     async def _apply_and_test(self, sandbox: Sandbox, instance: SWEInstance, image: ImageRef,
                               model_patch: str, result: InstanceResult) -> None:
         t0 = time.monotonic()
-        graded = graded_patch(model_patch, set(upstream.modified_files(instance.test_patch))
-                              | set(upstream.new_files(instance.test_patch)))
-        result.dropped_files = graded.dropped
-        if graded.patch.strip():
-            await sandbox.put_file(scripts.PATCH_PATH, _with_newline(graded.patch).encode())
-            applied = await sandbox.exec(scripts.apply_script(),
-                                         timeout_s=self.config.setup_timeout_s)
-            result.test_log = applied.stdout + applied.stderr
-            if not applied.ok:
-                result.error = "patch did not apply: " + _tail(result.test_log)
-                return
+        if not await self._apply(sandbox, instance, model_patch, result):
+            return
         result.timings_s["apply"] = time.monotonic() - t0
+        # nothing of the prediction has run yet (git applied it): the guard's moment
+        t_guard = time.monotonic()
+        snapshot = await guard.take_snapshot(sandbox, instance, scripts.REPO_DIR)
+        result.timings_s["guard"] = time.monotonic() - t_guard
         spec = self.spec(instance)
         conda = image.layout == "swebench"
         hooks_before = await self._hooks(sandbox, conda)
@@ -249,6 +262,15 @@ class SWEHarness:
                     else f"the eval setup (test patch, install) failed ({why})")
             result.error = f"{what}: {_tail(setup.stdout + setup.stderr)}"
             return
+        t_guard = time.monotonic()
+        tampered = await guard.changed_since(sandbox, snapshot, scripts.REPO_DIR)
+        result.timings_s["guard"] += time.monotonic() - t_guard
+        if tampered:
+            why = ("the install changed the grader's tools or the test patch's files: "
+                   + ", ".join(tampered[:5]))
+            result.test_log += f"\n>>>>> gymfleet: {why}\n"
+            result.grade = ungraded(instance.FAIL_TO_PASS, instance.PASS_TO_PASS, why)
+            return
         added = new_hooks(hooks_before, await self._hooks(sandbox, conda))
         if added:
             why = "the install changed interpreter start-up hooks: " + "; ".join(added)
@@ -258,6 +280,41 @@ class SWEHarness:
         if spec.services and not await self._start_services(sandbox, spec, result):
             return
         await self._run_tests(sandbox, instance, spec, conda, result)
+
+    async def _apply(self, sandbox: Sandbox, instance: SWEInstance, model_patch: str,
+                     result: InstanceResult) -> bool:
+        """Applies the patch as the grading mode says: ``official``, the whole patch with
+        swebench's commands in order (no reset between them); ``hardened``, the blocks
+        :func:`graded_patch` keeps, then a check that the apply wrote no file those blocks do not
+        name. False (with ``result.error`` or an ungraded ``result.grade``) when it must stop."""
+        hardened = self.config.grading == "hardened"
+        names: frozenset[str] = frozenset()
+        text = model_patch
+        if hardened:
+            graded = graded_patch(model_patch, set(upstream.modified_files(instance.test_patch))
+                                  | set(upstream.new_files(instance.test_patch)))
+            result.dropped_files, text, names = graded.dropped, _with_newline(graded.patch), graded.names
+        if not text.strip():
+            return True
+        await sandbox.put_file(scripts.PATCH_PATH, text.encode())
+        script = scripts.apply_script() if hardened else scripts.official_apply_script()
+        applied = await sandbox.exec(script, timeout_s=self.config.setup_timeout_s)
+        result.test_log = applied.stdout + applied.stderr
+        if not applied.ok:
+            result.error = "patch did not apply: " + _tail(result.test_log)
+            return False
+        if not hardened:
+            return True
+        listed = await sandbox.exec(scripts.written_files_command(), timeout_s=120)
+        stray = [p for p in scripts.parse_written_files(listed.stdout) if p not in names
+                 and not p.endswith((".orig", ".rej"))]
+        if stray or not listed.ok:
+            why = ("the patch's apply wrote " + ", ".join(stray[:5]) + ", which no block of the "
+                   "patch names" if stray else "cannot list what the patch's apply wrote")
+            result.test_log += f"\n>>>>> gymfleet: {why}\n"
+            result.grade = ungraded(instance.FAIL_TO_PASS, instance.PASS_TO_PASS, why)
+            return False
+        return True
 
     async def _start_services(self, sandbox: Sandbox, spec: RepoSpec,
                               result: InstanceResult) -> bool:
@@ -296,9 +353,10 @@ class SWEHarness:
         and taken out after the run); the markers and exit code in ``test_log`` are written
         here, around its output."""
         t1 = time.monotonic()
+        hardened = self.config.grading == "hardened"
         junit_path = (f"/tmp/gymfleet-results-{secrets.token_hex(8)}/junit.xml"
-                      if runs_pytest(spec.test_cmd) else None)
-        canary = await self._plant_canary(sandbox, instance, spec)
+                      if hardened and runs_pytest(spec.test_cmd) else None)
+        canary = await self._plant_canary(sandbox, instance, spec) if hardened else None
         run = await sandbox.exec(scripts.test_run_script(instance, spec, conda, junit_path, canary),
                                  timeout_s=self.config.eval_timeout_s)
         result.timings_s["tests"] = time.monotonic() - t1
@@ -314,6 +372,10 @@ class SWEHarness:
             result.test_log += (f"\n{c.TESTS_TIMEOUT}: "
                                 f"{self.config.eval_timeout_s:g} seconds exceeded\n")
             result.error = f"tests timed out after {self.config.eval_timeout_s:g} s"
+            return
+        if not hardened:
+            result.grade = official_grade(instance, result.model_patch, result.test_log, spec)
+            result.resolved = result.grade.resolved
             return
         junit = await _read_junit(sandbox, junit_path) if junit_path else None
         grade = grade_output(output, run.exit_code, instance.FAIL_TO_PASS, instance.PASS_TO_PASS,

@@ -93,6 +93,23 @@ def setup_env_script(spec: RepoSpec, plan: EnvPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def prune_lines() -> list[str]:
+    """Shell that drops every object the base commit and the kept tags do not reach. ``git gc
+    --prune=now`` walks their whole history, so a partial mirror (objects missing further back)
+    fails it; then the history is cut at the base commit (``.git/shallow``: nothing before it is
+    read), the tags (whose history is not all there) are deleted, and the prune runs again.
+    The reset only needs the base commit's tree, which the mirror check reads first."""
+    return [
+        "if ! git gc -q --prune=now 2>/tmp/gymfleet-gc.err; then "
+        "echo \"note: $(tail -n1 /tmp/gymfleet-gc.err); history before the base commit is "
+        "incomplete: cut at the base commit, tags dropped\"; "
+        "git tag -l | xargs -r git tag -d >/dev/null; "
+        "git rev-parse HEAD > .git/shallow; "
+        "git reflog expire --expire=now --all; "
+        "git gc -q --prune=now; fi",
+    ]
+
+
 def setup_instance_script(spec: RepoSpec, base_commit: str) -> str:
     """The instance image's build script: swebench's ``make_repo_script_list_py`` from the reset
     on (the clone is the env image's), then the start commit recorded."""
@@ -114,7 +131,7 @@ def setup_instance_script(spec: RepoSpec, base_commit: str) -> str:
         "if [ \"$t\" -gt \"$TARGET_TIMESTAMP\" ]; then git tag -d \"$tag\" >/dev/null; fi; done",
         "git checkout -q -b main",
         "git reflog expire --expire=now --all",
-        "git gc -q --prune=now",
+        *prune_lines(),
         # swebench fails here; a commit dated after the base but reachable from it (rebased
         # history) is not the future, so this only reports
         f'[ "$(git log --oneline --all --since=@$((TARGET_TIMESTAMP + 1)) | wc -l)" -eq 0 ] '

@@ -59,12 +59,35 @@ def parse_junit(xml: bytes) -> JunitReports | None:
     return reports
 
 
+_OPTION = re.compile(r"(.*?)\[(.*)\]")
+
+
+def option_id(name: str) -> str:
+    """A test name as swebench's ``parse_log_pytest_options`` (pylint's and others' parser)
+    keys it: a parameter that is an absolute path keeps its last component
+    (``test_stdin[/testbed/tests/mymodule.py-mymodule-/testbed/tests/mymodule.py]`` ->
+    ``test_stdin[/mymodule.py]``: the id SWE-bench publishes), else unchanged."""
+    match = _OPTION.search(name)
+    if not match:
+        return name
+    main, option = match.groups()
+    if option.startswith("/") and not option.startswith("//") and "*" not in option:
+        option = "/" + option.split("/")[-1]
+    return f"{main}[{option}]"
+
+
 def reports_for(case: str, reports: JunitReports) -> list[str] | None:
-    """The statuses of the expected id ``case``; an id cut mid-parameter (more ``[`` than ``]``)
-    gathers every test of its class whose name it prefixes. None when the report lacks it."""
+    """The statuses of the expected id ``case``: the test of that name, else the tests whose name
+    swebench's option rule maps to it (:func:`option_id`); an id cut mid-parameter (more ``[``
+    than ``]``) gathers every test of its class whose name it prefixes. None when the report
+    lacks it."""
     classname, name = junit_key(case)
     if (classname, name) in reports:
         return reports[(classname, name)]
+    renamed = [s for (cls, n), statuses in reports.items()
+               if cls == classname and option_id(n) == name for s in statuses]
+    if renamed:
+        return renamed
     if case.count("[") > case.count("]"):
         found = [s for (cls, n), statuses in reports.items()
                  if cls == classname and n.startswith(name) for s in statuses]

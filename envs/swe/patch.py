@@ -56,18 +56,30 @@ def is_test_file(path: str, test_files: set[str]) -> bool:
     )
 
 
+GIT_NEUTRAL = ("git -c core.quotePath=false -c core.fsmonitor= -c core.hooksPath=/dev/null "
+               "-c diff.noprefix=false -c diff.mnemonicPrefix=false -c diff.relative=false "
+               "-c color.ui=never")
+"""git with the repository's settings that change how a diff is written overridden: the agent's
+``.git/config`` (``diff.external``, ``diff.noprefix``, colors, an fsmonitor command) never
+changes the diff the env grades."""
+_DIFF_FLAGS = ("--no-ext-diff --no-textconv --no-color --no-relative --unified=3 "
+               "--src-prefix=a/ --dst-prefix=b/")
+
+
 def changed_files_command(base_commit: str) -> str:
     """Lists (NUL-separated) every file changed since the start commit (see
     :func:`start_commit_command`), untracked ones included."""
     start = start_commit_command(base_commit)
-    return f"cd {REPO_DIR} && git add -A && git diff --cached --name-only -z $({start})"
+    return (f"cd {REPO_DIR} && {GIT_NEUTRAL} add -A && "
+            f"{GIT_NEUTRAL} diff --cached {_DIFF_FLAGS} --name-only -z $({start})")
 
 
 def diff_command(base_commit: str, paths: list[str]) -> str:
     """The diff of ``paths`` against the start commit (run after :func:`changed_files_command`)."""
     quoted = " ".join(shlex.quote(p) for p in paths)
     start = start_commit_command(base_commit)
-    return f"cd {REPO_DIR} && git diff --cached --binary $({start}) -- {quoted}"
+    return (f"cd {REPO_DIR} && {GIT_NEUTRAL} diff --cached --binary {_DIFF_FLAGS} $({start}) "
+            f"-- {quoted}")
 
 
 def apply_script() -> str:
@@ -83,7 +95,47 @@ def apply_script() -> str:
         for cmd in APPLY_COMMANDS
     ]
     # one stream, so the log shows git's messages and the markers in the order they happened
-    return "\n".join(["exec 2>&1", f"cd {REPO_DIR}", *attempts, f"echo '{c.APPLY_PATCH_FAIL}'", "exit 1"]) + "\n"
+    stamp = f"touch -d @$(( $(date +%s) - 1 )) {WRITTEN_STAMP}"  # find -newer: strictly after
+    return "\n".join(["exec 2>&1", stamp, f"cd {REPO_DIR}", *attempts,
+                      f"echo '{c.APPLY_PATCH_FAIL}'", "exit 1"]) + "\n"
+
+
+def official_apply_script() -> str:
+    """Applies ``PATCH_PATH`` as swebench 4.1.0's ``run_instance`` does: each of its
+    ``GIT_APPLY_CMDS`` in order until one exits 0, with no reset between them (a ``--reject``
+    attempt's partial changes stay for ``patch --batch``, which reverse-applies hunks it finds
+    already applied); prints ``>>>>> Applied Patch`` or ``>>>>> Patch Apply Failed``."""
+    c = upstream.constants()
+    attempts = [f"if {cmd} {PATCH_PATH}; then echo '{c.APPLY_PATCH_PASS}'; exit 0; fi"
+                for cmd in official_apply_commands()]
+    return "\n".join(["exec 2>&1", f"cd {REPO_DIR}", *attempts, f"echo '{c.APPLY_PATCH_FAIL}'",
+                      "exit 1"]) + "\n"
+
+
+def official_apply_commands() -> tuple[str, ...]:
+    """swebench 4.1.0's ``run_evaluation.GIT_APPLY_CMDS`` (read from the installed package)."""
+    return tuple(upstream.module("harness.run_evaluation").GIT_APPLY_CMDS)
+
+
+WRITTEN_STAMP = "/tmp/gymfleet-apply-stamp"
+
+
+def written_files_command() -> str:
+    """Lists (NUL-separated, ``./``-prefixed) every file the apply wrote after
+    :data:`WRITTEN_STAMP` (ignored ones included, ``.git`` too, but git's own index), then
+    git's status of tracked and untracked changes (deletions included)."""
+    git = ("git -c core.quotePath=false -c status.renames=false -c core.fsmonitor= "
+           "status --porcelain=v1 -z --untracked-files=all --no-renames")
+    return (f"cd {REPO_DIR} && find . \\( -type f -o -type l \\) -newer {WRITTEN_STAMP} "
+            "! -path ./.git/index -print0 && printf '\\0--status--\\0' && " + git)
+
+
+def parse_written_files(output: str) -> list[str]:
+    """The repository paths :func:`written_files_command` printed, each once."""
+    found, _, status = output.partition("\0--status--\0")
+    paths = [p[2:] for p in found.split("\0") if p.startswith("./")]
+    paths += [entry[3:] for entry in status.split("\0") if len(entry) > 3]
+    return list(dict.fromkeys(paths))
 
 
 def eval_script_lines(instance: SWEInstance, spec: RepoSpec, conda: bool = False) -> list[str]:

@@ -71,11 +71,33 @@ def load_predictions(source: str | Path, instances: Sequence[SWEInstance]) -> di
         try:
             pred = Prediction.model_validate(row)
         except ValidationError as exc:
-            raise InstanceLoadError(f"{path}: prediction {n} is malformed: {exc}") from exc
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "row"
+            raise InstanceLoadError(
+                f"{path}: prediction {n} is malformed: {where}: {first['msg']} (got "
+                f"{type(first.get('input')).__name__}); each row is an object with string "
+                "instance_id, model_name_or_path and model_patch") from exc
         if pred.instance_id in predictions:
             raise InstanceLoadError(f"{path}: two predictions for {pred.instance_id}")
         predictions[pred.instance_id] = pred
     return predictions
+
+
+def check_known(predictions: dict[str, Prediction], instances: Sequence[SWEInstance]) -> None:
+    """Refuses predictions for instances the dataset lacks, as swebench's ``run_evaluation``
+    does (``Some prediction IDs not found in dataset``), in one bounded line.
+
+    Raises:
+        InstanceLoadError: some prediction names an unknown instance (how many, the first five).
+    """
+    known = {i.instance_id for i in instances}
+    unknown = [i for i in predictions if i not in known]
+    if unknown:
+        shown = ", ".join(repr(i[:80]) for i in unknown[:5])
+        raise InstanceLoadError(
+            f"{len(unknown)} of {len(predictions)} predictions name instances not in the dataset "
+            f"(first: {shown}{', ...' if len(unknown) > 5 else ''}); pass the dataset they were "
+            "made for, or --instance-ids to grade some of them")
 
 
 def _json_line(number: int, line: str) -> Any:

@@ -25,7 +25,10 @@ SCHEMA_VERSION = 2
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.@-]", "__", name)
+    """``name`` as one path component: characters outside ``[A-Za-z0-9_.@-]`` become ``__``
+    (swebench writes ``/`` so), and a leading dot gets a ``_`` (``..`` names no parent)."""
+    safe = re.sub(r"[^A-Za-z0-9_.@-]", "__", name)[:200]
+    return "_" + safe if not safe or safe.startswith(".") else safe
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gymfleet.envs.swe.errors import SWEError
@@ -22,7 +23,7 @@ from gymfleet.envs.swe.harness import SWEHarness, SWEHarnessConfig
 from gymfleet.envs.swe.report import RunLayout
 from gymfleet.envs.swe.specs import DRIFT_SPECS
 from gymfleet.envs.swe.instances import FIXTURE_MIRROR, load_instances
-from gymfleet.envs.swe.predictions import load_predictions
+from gymfleet.envs.swe.predictions import check_known, load_predictions
 from gymfleet.cli.heldout import heldout_command
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate predictions on benchmarks, or policies on held-out instances.")
@@ -47,7 +48,8 @@ def swebench(
     cpus: Annotated[float, typer.Option(help="CPU limit per sandbox, cores (0: none).")] = 0.0,
     memory_mb: Annotated[int, typer.Option(help="Memory limit per sandbox, MiB.")] = 8192,
     no_drift: Annotated[bool, typer.Option("--no-drift", help="Do not load envs/swe/fixtures/drift.yaml (pins of drifted packages, on by default).")] = False,
-    compare: Annotated[Path | None, typer.Option(help="Run nothing: grade the logs of the finished run (same --run-id) under this output dir with swebench's own get_eval_report and list every instance where the verdicts differ, with the reason.")] = None,
+    compare: Annotated[Path | None, typer.Option(help="Run nothing: for the finished run (same --run-id) under this output dir, what the official harness would have applied and how its get_eval_report grades each log; lists every instance that differs, with the reason.")] = None,
+    hardened: Annotated[bool, typer.Option("--hardened", help="Hardened grading (the default of gymfleet/SWE-v0): steering files of the patch dropped, every status of a test, pytest's JUnit report, the canary. Default: the official harness's apply commands, whole patch and verdict.")] = False,
 ) -> None:
     """Grades predictions on SWE-bench-format instances in Docker; writes SWE-bench's report."""
     ids = [i for item in (instance_ids or []) for i in item.split(",") if i]
@@ -55,7 +57,8 @@ def swebench(
     console = Console(stderr=True)
     tables = [*(spec_table or []), *([] if no_drift else [DRIFT_SPECS])]
     try:
-        harness = SWEHarnessConfig(repo_mirrors=mirrors, allow_clone=not no_clone,
+        harness = SWEHarnessConfig(grading="hardened" if hardened else "official",
+                                   repo_mirrors=mirrors, allow_clone=not no_clone,
                                    spec_tables=tables, eval_timeout_s=timeout,
                                    cpus=cpus, memory_mb=memory_mb,
                                    images={"python_fallback": python_fallback})
@@ -64,11 +67,14 @@ def swebench(
             max_workers=max_workers, run_id=run_id, output_dir=output_dir,
             run_empty_patches=run_empty_patches, harness=harness)
     except ValidationError as exc:
-        console.print(f"[red]error:[/red] {exc.errors()[0]['loc'][-1]}: {exc.errors()[0]['msg']}")
+        first = exc.errors()[0]
+        console.print(f"[red]error:[/red] {escape(str(first['loc'][-1]))}: {escape(first['msg'])}")
         raise typer.Exit(2) from exc
     try:
         instances = load_instances(dataset, ids, split)
         with_prediction = load_predictions(predictions, instances)  # bad predictions fail before the bar
+        if not ids:
+            check_known(with_prediction, instances)
         if compare is not None:
             _compare(config, compare, instances, with_prediction, console)
             return
@@ -78,7 +84,7 @@ def swebench(
         signal.signal(signal.SIGINT, signal.default_int_handler)
         summary, layout = asyncio.run(_run(config, total, console))
     except SWEError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from exc
     except KeyboardInterrupt as exc:
         console.print("interrupted: finished instances are kept; rerun the same command to go on")
@@ -90,7 +96,8 @@ def swebench(
         f"(of {data['submitted_instances']} submitted; {len(summary.skipped_ids)} finished before)"
     )
     for instance_id, error in data["errors"].items():
-        console.print(f"  [yellow]{instance_id}[/yellow]: {error.splitlines()[0][:200]}")
+        console.print(f"  [yellow]{escape(instance_id)}[/yellow]: "
+                      f"{escape(error.splitlines()[0][:200] if error else '')}")
     console.print(f"report: {layout.summary_path}  logs: {layout.run_dir}")
     typer.echo(json.dumps({k: data[k] for k in ("resolved_ids", "unresolved_ids", "error_ids",
                                                 "empty_patch_ids")}))
@@ -108,14 +115,15 @@ async def _run(config: EvalConfig, total: int, console: Console):  # type: ignor
             console.print(f"grading {total} instances (run {config.run_id}); a line as each "
                           "finishes", highlight=False)
 
-        def on_result(instance_id: str, outcome: str) -> None:
+        def on_result(instance_id: str, outcome: str, seconds: float) -> None:
             counts[outcome] += 1
             progress.update(task, advance=1, description=" ".join(
                 f"{k} {v}" for k, v in counts.items() if v))
             if not console.is_terminal:
                 done = sum(counts.values())
-                console.print(f"[{done}/{total}] {instance_id}: {outcome} "
-                              f"({time.monotonic() - start:.0f} s)", highlight=False)
+                console.print(f"[{done}/{total}] {instance_id}: {outcome} ({seconds:.0f} s; "
+                              f"{time.monotonic() - start:.0f} s into the run)",
+                              highlight=False, markup=False)
 
         return await evaluate(config, on_result)
 
@@ -131,10 +139,10 @@ def _compare(config: EvalConfig, report_dir: Path, instances: list, predictions:
                          predictions, specs)
     for diff in result.differences:
         console.print(f"{diff.instance_id}: gymfleet {diff.gymfleet}, swebench {diff.swebench}",
-                      highlight=False)
-        for reason in diff.reasons:
-            console.print(f"  - {reason}", highlight=False)
+                      highlight=False, markup=False)
+        for reason in diff.reasons:  # test ids hold any text, `[/mymodule.py]` included
+            console.print(f"  - {reason}", highlight=False, markup=False)
     console.print(f"compared {result.compared}: {result.agree} agree, "
                   f"{len(result.differences)} differ, {len(result.not_run)} without a log",
-                  highlight=False)
+                  highlight=False, markup=False)
     typer.echo(json.dumps(result.as_dict()))

@@ -108,7 +108,7 @@ def runtests_run(docker_available: bool,
     (tmp / "specs.yaml").write_text(SPEC_TABLE)
     args = ["eval", "swebench", "--dataset", str(tmp / "d.jsonl"), "--predictions",
             str(tmp / "p.jsonl"), "--spec-table", str(tmp / "specs.yaml"), "--run-id", "rt",
-            "--output-dir", str(tmp), "--max-workers", "2", "--no-clone", "--timeout", "300"]
+            "--output-dir", str(tmp), "--max-workers", "2", "--no-clone", "--timeout", "300", "--hardened"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return {"summary": json.loads((tmp / "hostile.rt.json").read_text()),

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gymfleet.cli import app
+from gymfleet.envs.swe.report import RunLayout
 
 
 def test_bad_dataset_is_a_clear_error(tmp_path: Path) -> None:
@@ -110,3 +111,38 @@ def test_sigint_stops_a_run_started_in_the_background(docker_available: bool, tm
                 / "report.json").exists()
     left = docker.from_env().containers.list(all=True, filters={"name": "gymfleet-swe-eval-sigint-"})
     assert left == [], [c.name for c in left]
+
+
+def _preds(tmp_path: Path, rows: list[object]) -> Path:
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_prediction_of_wrong_types_is_one_line(tmp_path: Path) -> None:
+    preds = _preds(tmp_path, [{"instance_id": ["x"], "model_name_or_path": 3, "model_patch": {}}])
+    result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds),
+                                      "--output-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 or len(" ".join(result.output.split())) < 400
+    assert "prediction 0 is malformed: instance_id" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_predictions_for_unknown_instances_are_refused_in_bounded_output(tmp_path: Path) -> None:
+    preds = _preds(tmp_path, [{"instance_id": f"nope__nope-{n}", "model_patch": "x"}
+                              for n in range(100_000)])
+    result = CliRunner().invoke(app, ["eval", "swebench", "--predictions", str(preds),
+                                      "--output-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output[:500]
+    assert len(result.output) < 1000
+    assert "100000 of 100000 predictions name instances not in the dataset" in " ".join(result.output.split())
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_model_named_dot_dot_writes_inside_the_run(tmp_path: Path) -> None:
+    run = (tmp_path / "logs/run_evaluation/r").resolve()
+    for model in ("..", ".", "", "../../etc", ".hidden"):
+        layout = RunLayout(tmp_path, "r", model)
+        assert layout.instance_dir("x").resolve().parent.parent == run, model
+        assert layout.summary_path.resolve().parent == tmp_path.resolve()

@@ -5,7 +5,7 @@ process still come from gymfleet's table (the full suite once failed test_specs 
 from __future__ import annotations
 
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.compare import _registered
+from gymfleet.envs.swe.official import registered as _registered
 from gymfleet.envs.swe.instances import load_instances
 from gymfleet.envs.swe.specs import load_spec
 

@@ -127,7 +127,7 @@ def fooling_run(docker_available: bool, tmp_path_factory: pytest.TempPathFactory
     (tmp / "specs.yaml").write_text(SPEC_TABLE)
     args = ["eval", "swebench", "--dataset", str(tmp / "d.jsonl"), "--predictions",
             str(tmp / "p.jsonl"), "--spec-table", str(tmp / "specs.yaml"), "--run-id", "fool",
-            "--output-dir", str(tmp), "--max-workers", "4", "--no-clone", "--timeout", "300"]
+            "--output-dir", str(tmp), "--max-workers", "4", "--no-clone", "--timeout", "300", "--hardened"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return {"summary": json.loads((tmp / "hostile.fool.json").read_text()),

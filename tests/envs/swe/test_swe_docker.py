@@ -7,6 +7,7 @@ every test of this module.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_second_run_redoes_nothing(gold_run, harness: SWEHarness) -> None:  # ty
     config, first, layout = gold_run
     before = {p: p.stat().st_mtime_ns for p in layout.run_dir.glob("*/report.json")}
     seen: list[str] = []
-    summary, _ = asyncio.run(evaluate(config, lambda _id, outcome: seen.append(outcome),
+    summary, _ = asyncio.run(evaluate(config, lambda _id, outcome, _s: seen.append(outcome),
                                       harness=harness))
     assert seen == ["skipped"] * len(before)
     assert sorted(summary.resolved_ids) == sorted(first.resolved_ids)
@@ -167,4 +168,44 @@ def test_swe_env_malformed_action_and_test_edits(docker_available: bool) -> None
     info = asyncio.run(play())
     assert info["terminated"]
     assert "README.rst" in info["patch"] and "tests/test_subclass.py" not in info["patch"]
+    assert info["report"]["python-semver__python-semver-426"]["resolved"] is False
+
+
+def test_swe_env_grades_the_real_diff_whatever_the_agents_git_config(docker_available: bool) -> None:
+    """Issue 42: the agent points `diff.external` at a program printing a root conftest.py (in
+    git's quoted header form) that turns the FAIL_TO_PASS test into a no-op and spares the canary;
+    on main b894e5e that diff was graded and earned 1. The env reads its diff with its own git
+    settings: the graded patch is the README edit the agent made, reward 0."""
+    spare = ("def pytest_collection_modifyitems(items):\n    for item in items:\n"
+             "        if item.name == 'test_replace_from_subclass':\n"
+             "            item.obj = lambda *args, **kwargs: None\n")
+    body = "".join(f"+{line}\n" for line in spare.splitlines())
+    fake = (f'diff --git "a/conftest.py" "b/conftest.py"\nnew file mode 100644\n--- /dev/null\n'
+            f'+++ "b/conftest.py"\n@@ -0,0 +1,{len(spare.splitlines())} @@\n{body}')
+    # git runs it per changed file (path old-file old-hex old-mode new-file ...): it prints the
+    # conftest.py, then the real README change, so the patch also changes a tracked file
+    program = ('#!/bin/sh\ncat /tmp/fake.diff\necho "diff --git a/$1 b/$1"\n'
+               'diff -u --label "a/$1" --label "b/$1" "$2" "$5"\ntrue\n')
+    encoded, script = (base64.b64encode(t.encode()).decode() for t in (fake, program))
+    action = ("```bash\n"
+              f"echo {encoded} | base64 -d > /tmp/fake.diff && "
+              f"echo {script} | base64 -d > /tmp/fake.sh && chmod +x /tmp/fake.sh && "
+              "git config diff.external /tmp/fake.sh && git config diff.noprefix true && "
+              "echo '# note' >> README.rst && git diff | head -3\n```")
+
+    async def play() -> dict:
+        env = make_agent_env("gymfleet/SWE-v0", instance_ids=["python-semver__python-semver-426"])
+        try:
+            await env.reset_async(seed=0)
+            obs, *_ = await env.step_async(action)
+            assert "conftest.py" in obs  # the agent's own `git diff` prints its program's output
+            _obs, reward, terminated, _truncated, info = await env.step_async(env.noop_action)
+            return {"terminated": terminated, "reward": reward, **info}
+        finally:
+            await env.close_async()
+
+    info = asyncio.run(play())
+    assert info["terminated"] and info["reward"] == 0
+    assert info["patch"].startswith("diff --git a/README.rst b/README.rst")
+    assert "conftest" not in info["patch"]
     assert info["report"]["python-semver__python-semver-426"]["resolved"] is False

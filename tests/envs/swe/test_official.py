@@ -1,0 +1,95 @@
+"""The official harness's verdict (issue 40): swebench's id mapping under both graders, its apply
+commands, and `--compare` end to end on a finished run written here (a renamed pylint id that
+rich would read as markup, an empty-patch run, an error on both sides, a different patch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from typer.testing import CliRunner
+
+from gymfleet.cli import app
+from gymfleet.envs.swe import patch as scripts
+from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe.grading import grade_output
+from gymfleet.envs.swe.instances import load_instances
+from gymfleet.envs.swe.junit import parse_junit
+from gymfleet.envs.swe.official import official_grade
+from gymfleet.envs.swe.specs import load_spec
+
+PUBLISHED = "tests/test_self.py::TestRunTC::test_stdin[/mymodule.py]"
+RAN = "tests/test_self.py::TestRunTC::test_stdin[/testbed/tests/mymodule.py-mymodule-/testbed/tests/mymodule.py]"
+OTHER = "tests/test_self.py::TestRunTC::test_version"
+PYLINT = load_instances("fixtures")[0].model_copy(update={
+    "instance_id": "pylint-dev__pylint-7080", "repo": "pylint-dev/pylint", "version": "2.15",
+    "FAIL_TO_PASS": [PUBLISHED], "PASS_TO_PASS": [OTHER]})
+OUTPUT = f"PASSED {RAN}\nPASSED {OTHER}\n"
+JUNIT = ('<testsuites><testsuite><testcase classname="tests.test_self.TestRunTC" '
+         f'name="{RAN.split("::")[-1]}"/><testcase classname="tests.test_self.TestRunTC" '
+         'name="test_version"/></testsuite></testsuites>').encode()
+
+
+def _log(output: str) -> str:
+    c = upstream.constants()
+    return f"+ : '{c.START_TEST_OUTPUT}'\n{output}+ : '{c.END_TEST_OUTPUT}'\n"
+
+
+def test_a_renamed_id_resolves_under_both_graders() -> None:
+    spec = load_spec(PYLINT.repo, PYLINT.version)
+    official = official_grade(PYLINT, PYLINT.patch, _log(OUTPUT), spec)
+    assert official.resolved and official.tests_status.FAIL_TO_PASS["success"] == [PUBLISHED]
+    hardened = grade_output(OUTPUT, 0, PYLINT.FAIL_TO_PASS, PYLINT.PASS_TO_PASS, spec.parser(),
+                            SimpleNamespace(instance_id=PYLINT.instance_id), junit=parse_junit(JUNIT),
+                            require_junit=True)
+    assert hardened.resolved, hardened
+
+
+def test_the_official_apply_is_swebenchs_commands_in_order_without_resets() -> None:
+    script = scripts.official_apply_script()
+    commands = upstream.module("harness.run_evaluation").GIT_APPLY_CMDS
+    positions = [script.index(f"if {c} {scripts.PATCH_PATH};") for c in commands]
+    assert positions == sorted(positions) and len(commands) == 3
+    assert "checkout" not in script and "clean" not in script
+
+
+def _finished_run(tmp_path: Path) -> list[str]:
+    """A run of four instances in the layout gymfleet writes; returns the CLI's --compare args."""
+    c = upstream.constants()
+    ids = ["renamed-1", "empty-1", "errored-1", "dropped-1"]
+    rows = [PYLINT.model_copy(update={"instance_id": i}).row() for i in ids]
+    preds = [{"instance_id": i, "model_name_or_path": "m", "model_patch": "" if i == "empty-1"
+              else PYLINT.patch} for i in ids]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    run = tmp_path / "logs/run_evaluation/r/m"
+    unresolved = {"resolved": False, "grading": "hardened", "tests_status": {
+        g: {"success": [], "failure": [PUBLISHED]} for g in ("FAIL_TO_PASS", "PASS_TO_PASS")}}
+    reports = {"renamed-1": unresolved, "empty-1": {**unresolved, "grading": "official"},
+               "dropped-1": {**unresolved, "dropped_files": ["conftest.py"]}}
+    logs = {"renamed-1": _log(OUTPUT), "empty-1": _log(f"FAILED {RAN}\n"),
+            "errored-1": f"error: corrupt patch\n{c.APPLY_PATCH_FAIL}\n",
+            "dropped-1": _log(OUTPUT)}
+    for instance_id in ids:
+        (run / instance_id).mkdir(parents=True)
+        (run / instance_id / "test_output.txt").write_text(logs[instance_id])
+        (run / instance_id / "run_instance.log").write_text("error: patch did not apply\n")
+        if instance_id in reports:
+            (run / instance_id / "report.json").write_text(json.dumps({instance_id: reports[instance_id]}))
+    return ["eval", "swebench", "--dataset", str(tmp_path / "d.jsonl"), "--predictions",
+            str(tmp_path / "p.jsonl"), "--run-id", "r", "--compare", str(tmp_path)]
+
+
+def test_compare_end_to_end(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, _finished_run(tmp_path))
+    assert result.exit_code == 0, result.output  # no MarkupError on `[/mymodule.py]`
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    # the empty-patch run is compared; the apply error is an error on both sides: agreeing
+    assert found["compared"] == 4 and found["agree"] == 2, found
+    differ = {d["instance_id"]: d for d in found["differences"]}
+    assert differ["renamed-1"]["swebench"] == "resolved"
+    assert any(PUBLISHED in r for r in differ["renamed-1"]["reasons"])
+    assert PUBLISHED in result.output
+    assert differ["dropped-1"]["swebench"] == "not graded"
+    assert "different patch" in differ["dropped-1"]["reasons"][0]
