@@ -4,7 +4,8 @@
 (config, env, sandbox, inference, store, train) catches that boundary's failures. The roots live
 here; the leaves live next to the code that raises them (``envs/errors.py``,
 ``orchestrator/errors.py``, ``orchestrator/engines/errors.py``, ``orchestrator/store/errors.py``,
-``trainer/errors.py``, and the env families' ``errors.py``) and keep their names.
+``trainer/errors.py``, ``orchestrator/http/errors.py``, ``gymfleet/view/errors.py``, and the env families'
+``errors.py``) and keep their names.
 
 Class tree::
 
@@ -33,6 +34,10 @@ Class tree::
     │   ├── ParityError                   a replica's logprobs disagree with the learner's at start-up
     │   ├── PolicyError                   the policy produced something unusable -> policy_error
     │   └── EngineError                   an engine failed or is unreachable -> infra_error
+    ├── WireError                         a request the HTTP gateway refuses, with its HTTP status (orchestrator/http/errors.py)
+    │   └── BadRequestError, UnknownSessionError, ClosedSessionError, TooLargeError, CallFailedError
+    ├── ViewError                         the trajectory viewer cannot answer (gymfleet/view/errors.py)
+    │   └── NoStoreError (ConfigError), NotFoundError (KeyError), ArtifactRefusedError
     ├── StoreError                        the trajectory store (orchestrator/store/errors.py)
     │   ├── StoreURLError (ValueError), StoreOpenError, StoreClosedError, StoreWriteError
     │   ├── ClaimExpiredError             ack/release of a claim that was re-claimed
