@@ -43,6 +43,8 @@ def test_export_finds_the_run_and_writes_a_plain_peft_folder_with_its_card(tmp_p
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors", "base"]
     # the de-quantised weights the run trained on (the hub's differ), named by the config
     assert (out / "base" / "model.safetensors").stat().st_size > 100e6 and (out / "base" / "tokenizer.json").is_file()
+    # readable where it is shared (before: the weights were linked from the cache with mode 0600)
+    assert all(p.stat().st_mode & 0o444 == 0o444 for p in (out / "base").iterdir())
     config = json.loads((out / "adapter_config.json").read_text())
     assert config == {"base_model_name_or_path": "base", "r": 2}
     card = (out / "README.md").read_text()
