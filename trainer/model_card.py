@@ -207,6 +207,9 @@ def carry_base(spec: ModelSpec, dest: Path) -> str:
             os.link(f, dest / f.name)
         except OSError:  # another file system, or links refused
             shutil.copyfile(f, dest / f.name)
+        # readable by all, as a shared folder's reader needs (the cache's weights file was 0600:
+        # a link keeps its mode, and the cache copy it shares an inode with gets the same)
+        os.chmod(dest / f.name, (dest / f.name).stat().st_mode | 0o444)
     gguf = EMBEDDED_GGUF if spec.is_embedded else spec.gguf_file
     if gguf:
         return (f"`{gguf}` (the GGUF gymfleet loads for {hub_id(spec)}), de-quantised by transformers to "

@@ -98,6 +98,17 @@ class Canary:
         newline = b"" if not original or original.endswith(b"\n") else b"\n"
         return original + newline + self.code.encode()
 
+    def log_note(self) -> str:
+        """The lines the harness writes after the exit status in ``test_output.txt``: which of
+        the log's tests gymfleet planted, and that the failures and exit status they cause are
+        expected (a resolved run otherwise reads "2 failed", exit status 1, with no word why)."""
+        return (f"\n>>>>> gymfleet: the grader's canary: {len(self.ids)} tests in {self.path} "
+                "were planted by gymfleet (not the instance's tests) to catch rewritten results "
+                "(docs/swe.md, \"The canary\"). Expected to FAIL, and counted in the failures "
+                f"and the non-zero exit status above: {', '.join(self.must_fail)}. Expected to "
+                f"pass: {', '.join(self.must_pass)}. They are taken out before grading "
+                "(report.json names none of them).\n")
+
     def log_keys(self, ident: str) -> tuple[str, ...]:
         """The keys the log parser may give the canary test ``ident`` (unittest's two id forms,
         sympy's failure banner)."""

@@ -368,6 +368,8 @@ class SWEHarness:
         output = run.stdout + run.stderr
         result.test_log += (f"+ : '{c.START_TEST_OUTPUT}'\n{output}\n+ : '{c.END_TEST_OUTPUT}'\n"
                             f"{TEST_EXIT_CODE}: {run.exit_code}\n")
+        if canary is not None:  # its planted failures are expected: say so to the log's reader
+            result.test_log += canary.log_note()
         if run.timed_out:
             result.test_log += (f"\n{c.TESTS_TIMEOUT}: "
                                 f"{self.config.eval_timeout_s:g} seconds exceeded\n")

@@ -95,24 +95,31 @@ def export_command(
 
 
 def _trained_on(store_url: str, adapters: Any, version: int) -> dict[str, dict[str, Any]]:
-    """Per task, the env id and the instance ids of the groups versions 1..``version`` consumed
-    (empty when the store cannot be read: the card then says it is not recorded)."""
+    """Per task, the env id and the instance ids of the groups versions 1..``version`` consumed,
+    and, as ``<task> (warm start)``, those of the demonstrations a warm-start version among them
+    was trained on (empty when the store cannot be read: the card then says it is not recorded)."""
     from gymfleet.orchestrator.store import TrajectoryStore
     from gymfleet.orchestrator.store.errors import StoreError
+    from gymfleet.run.demonstrations import demo_run_id, load_demonstrations
 
-    consumed = {g for a in adapters.committed_newest_first() if a.version <= version
-                for g in a.meta.get("consumed_group_ids") or []}
-    if not consumed or "://" not in store_url and not Path(store_url).is_file():
+    versions = [a for a in adapters.committed_newest_first() if a.version <= version]
+    consumed = {g for a in versions for g in a.meta.get("consumed_group_ids") or []}
+    warm = any(a.meta.get("demonstrations_run_id") for a in versions)
+    if not (consumed or warm) or "://" not in store_url and not Path(store_url).is_file():
         return {}
 
     async def read() -> dict[str, dict[str, Any]]:
         async with await TrajectoryStore.open(store_url) as s:
-            rows = await s.trajectories(adapters.run_id, limit=None)
+            rows = [(r, "") for r in await s.trajectories(adapters.run_id, limit=None)
+                    if r.trajectory.group_id in consumed]
+            if warm:  # the demonstrations the warm start learned from (solved ones only)
+                used = {t.rollout_id for t in await load_demonstrations(s, adapters.run_id)}
+                rows += [(r, " (warm start)") for r in await s.trajectories(demo_run_id(adapters.run_id), limit=None)
+                         if r.trajectory.rollout_id in used]
         out: dict[str, dict[str, Any]] = {}
-        for r in rows:
-            if r.trajectory.group_id in consumed:
-                task = out.setdefault(r.task, {"env_id": r.trajectory.env_id, "instances": set()})
-                task["instances"].add(r.trajectory.instance_id)
+        for r, stage in rows:
+            task = out.setdefault(r.task + stage, {"env_id": r.trajectory.env_id, "instances": set()})
+            task["instances"].add(r.trajectory.instance_id)
         return {k: {**v, "instances": sorted(v["instances"])} for k, v in out.items()}
 
     try:

@@ -21,6 +21,7 @@ from gymfleet.run.config import load_shard_config, url_overrides
 from gymfleet.run.display import PLAIN_INTERVAL_S
 
 console = Console(stderr=True)
+console.soft_wrap = not console.is_terminal  # piped: lines stay whole (never cut at 80 columns)
 
 
 def collect_command(

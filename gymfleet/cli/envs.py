@@ -26,8 +26,11 @@ envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")
 
 def console() -> Console:
     """A console sized for the terminal at the time of the call (a module-level one would keep the
-    width of whatever first imported this lazily loaded module)."""
-    return Console()
+    width of whatever first imported this lazily loaded module). Piped, lines stay whole: code
+    and numbers are never cut at 80 columns."""
+    out = Console()
+    out.soft_wrap = not out.is_terminal
+    return out
 err_console = Console(stderr=True)
 
 

@@ -149,7 +149,12 @@ def show(
         return await s.run_summary(run_id), await s.trajectories(run_id, **filters)
 
     summary, trajs = _with_store(url, fetch)
+    names = [t.task for t in summary.tasks]
+    if task is not None and task not in names:
+        _fail(f"run {run_id} has no task {task!r} (its tasks: {', '.join(names) or 'none'})")
     console().print(_summary_table(summary))
+    if not trajs and (status or rollout):
+        console().print("no rollout matches --status/--rollout", highlight=False)
     chosen = [t for t in trajs if picked.keeps(t.trajectory)][:n]
     if picked.active:
         console().print(f"{len(chosen)} of {sum(picked.keeps(t.trajectory) for t in trajs)} matching rollouts "

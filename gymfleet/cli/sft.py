@@ -13,6 +13,7 @@ from rich.console import Console
 from gymfleet.cli.options import BucketOption, SetOption, TrainConfigArg
 
 console = Console(stderr=True)
+console.soft_wrap = not console.is_terminal  # piped: lines stay whole (never cut at 80 columns)
 
 
 def sft_command(

@@ -16,6 +16,7 @@ from gymfleet.run.display import PLAIN_INTERVAL_S
 from gymfleet.run.records import Gain, TrainReport, gains_text
 
 console = Console(stderr=True)
+console.soft_wrap = not console.is_terminal  # piped: lines stay whole (never cut at 80 columns)
 
 
 def train_command(

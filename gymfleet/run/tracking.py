@@ -4,7 +4,7 @@ One writer path: the trackers get exactly the records the run writes to its file
 as they are appended, wherever the roles run (the learner's own process, Ray actors):
 
 * each line of ``metrics.jsonl`` (``run.metrics_path``) -> axis ``rollouts`` (step: rollouts
-  completed), tags ``rollouts/<key>`` and ``tasks/<task>/<key>`` (the per-task curves);
+  completed in the run, earlier starts included: :class:`RolloutAxis`), tags ``rollouts/<key>`` and ``tasks/<task>/<key>`` (the per-task curves);
 * each ``step`` row of ``learner.jsonl`` (the report folder) -> axis ``learner`` (step: the
   learner step), tags ``learner/<key>``;
 * each ``warm_start`` row of ``learner.jsonl`` (the warm start's loss per epoch) -> axis
@@ -25,6 +25,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,31 @@ def rollout_scalars(record: dict[str, Any]) -> Scalars:
     rest = {k: v for k, v in record.items() if k not in ("tasks", "time")}
     values = dict(flatten(rest, "rollouts")) | dict(flatten(record.get("tasks") or {}, "tasks"))
     return Scalars("rollouts", int(record.get("completed") or 0), float(record.get("time") or 0.0), values)
+
+
+class RolloutAxis:
+    """metrics.jsonl records as scalars on one ``rollouts`` axis across a run's starts.
+
+    Each start counts ``completed`` from 0, so a resumed run's points used to land on the x
+    values its earlier starts had drawn (two points per step). Here x = the rollouts the run had
+    stored before this start (its ``start`` record's ``done_before``) + those this start
+    completed, less those it aborted (requeued: they run again, and ``done_before`` leaves
+    them out); a resumed start's records at or before its first x are not sent.
+    """
+
+    def __init__(self) -> None:
+        self.before = 0
+
+    def __call__(self, record: dict[str, Any]) -> Scalars | None:
+        if record.get("event") == "start":
+            self.before = int(record.get("done_before") or 0)
+        tasks = (record.get("tasks") or {}).values()
+        aborted = sum(int((t.get("by_status") or {}).get("aborted") or 0) for t in tasks)
+        scalars = rollout_scalars(record)
+        step = self.before + scalars.step - aborted
+        if self.before and step <= self.before:
+            return None
+        return replace(scalars, step=step)
 
 
 def learner_scalars(row: dict[str, Any]) -> Scalars | None:
@@ -222,7 +248,7 @@ async def tracked(cfg: TrainConfig) -> AsyncIterator[Tracking]:
     report_dir = Path(cfg.report_dir)
     trackers = await asyncio.to_thread(
         open_trackers, cfg.report_to, report_dir, cfg.run.run_id, public_config(cfg.model_dump(mode="json")))
-    tracking = Tracking(trackers, [(JsonlTail(Path(cfg.run.metrics_path)), rollout_scalars),
+    tracking = Tracking(trackers, [(JsonlTail(Path(cfg.run.metrics_path)), RolloutAxis()),
                                    (JsonlTail(report_dir / STEPS_FILE), learner_scalars)])
     if not trackers:
         yield tracking

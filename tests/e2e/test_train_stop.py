@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -45,6 +46,9 @@ def _ctrl_c(job: subprocess.Popen[str]) -> str:
     assert job.returncode == 0, (job.returncode, out)
     assert "Traceback" not in out and "KeyboardInterrupt" not in out and "learner process died" not in out, out
     assert out.count("stopping:") == 1, out
+    # piped, the summary stays one line (before, cut at 80 columns: "(last step \n4)")
+    assert re.search(r"^run \S+ \(async\): .* learner steps this start \(last step \d+\), policy v\d+, .*"
+                     r"zero-variance groups", out, re.M), out
     return out
 
 

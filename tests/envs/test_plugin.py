@@ -49,6 +49,8 @@ def test_the_plugin_env_passes_check_env(plugin_site: Path, sandbox: str, reques
     checked = _gymfleet(plugin_site, "envs", "check", ENV_ID, "--instances", "3", "--env-arg", f"sandbox={sandbox}")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"ok {ENV_ID}: 3 instance(s)" in checked.stdout
+    # piped, the verdict is one line (before, cut at 80 columns)
+    assert any(line.startswith(f"ok {ENV_ID}") and line.endswith(" s)") for line in checked.stdout.splitlines())
 
 
 def test_an_unknown_id_exits_2(plugin_site: Path) -> None:

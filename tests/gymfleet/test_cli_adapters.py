@@ -43,6 +43,8 @@ def test_export_finds_the_run_and_writes_a_plain_peft_folder_with_its_card(tmp_p
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors", "base"]
     # the de-quantised weights the run trained on (the hub's differ), named by the config
     assert (out / "base" / "model.safetensors").stat().st_size > 100e6 and (out / "base" / "tokenizer.json").is_file()
+    # readable where it is shared (before: the weights were linked from the cache with mode 0600)
+    assert all(p.stat().st_mode & 0o444 == 0o444 for p in (out / "base").iterdir())
     config = json.loads((out / "adapter_config.json").read_text())
     assert config == {"base_model_name_or_path": "base", "r": 2}
     card = (out / "README.md").read_text()
@@ -103,3 +105,35 @@ def test_a_mistyped_run_id_leaves_nothing_behind(tmp_path: Path) -> None:
     assert sorted(p.name for p in runs.iterdir()) == ["r1"]
     result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "b"), "--runs-dir", str(runs)])
     assert result.exit_code == 0, result.output
+
+
+def test_the_card_lists_the_warm_starts_demonstrations_too(tmp_path: Path) -> None:
+    # Issue 41's trial: a warm-started run's card listed only the GRPO groups' instances, not the
+    # 16 demonstrations v1 was trained on.
+    import asyncio
+
+    from gymfleet.core.records import RolloutStatus
+    from gymfleet.orchestrator.store import GroupSpec, TrajectoryStore
+    from tests.orchestrator.store.conftest import make_trajectory
+
+    runs = tmp_path / "runs"
+    _publish_old_style(runs, "r2")
+    meta = (runs / "r2" / "bucket" / "r2" / "adapters" / "v000001" / "meta.json")
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "demonstrations_run_id": "r2.demos"}))
+
+    async def fill() -> None:
+        async with await TrajectoryStore.open(str(runs / "r2" / "store.db")) as store:
+            await store.start_run("r2.demos", {})
+            for instance, reward in (("solved-1", 1.0), ("failed-1", 0.0)):
+                group = GroupSpec(f"r2.demos/{instance}", "r2.demos", "echo", "gymfleet-test/Echo-v0", instance, 1)
+                await store.create_group(group)
+                traj = make_trajectory("r2.demos", group.group_id, 0, reward=reward)
+                traj.status, traj.metrics = RolloutStatus.truncated, {"demonstration": True}
+                await store.add(traj, task="echo")
+
+    asyncio.run(fill())
+    result = runner.invoke(app, ["adapters", "export", "v1", str(tmp_path / "out"), "--runs-dir", str(runs),
+                                 "--no-with-base"])
+    assert result.exit_code == 0, result.output
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "| echo (warm start) | `gymfleet-test/Echo-v0` | `solved-1` (1) |" in card, card

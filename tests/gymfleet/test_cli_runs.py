@@ -117,3 +117,14 @@ def test_show_filters_by_verdict_reward_and_version_and_prints_the_graders_reaso
     assert newest.output.count("verdict pass") == 1 and "policy v2" in newest.output and "verdict fail" not in newest.output
     # piped (no terminal, no COLUMNS): the command stays on one line, no border cuts it
     assert "do echo $w >> out.txt; done" in failed.output and max(map(len, failed.output.splitlines())) > 80
+
+
+def test_show_refuses_a_task_the_run_does_not_have_and_says_when_nothing_matches(tmp_path: Path) -> None:
+    # Before (issue 41's trial): `--task nosuch` printed the tallies and nothing else, exit 0.
+    url = str(tmp_path / "store.db")
+    asyncio.run(_fill_graded(url))
+    unknown = CliRunner().invoke(app, ["runs", "show", "graded", "--store", url, "--task", "nosuch"])
+    assert unknown.exit_code == 2
+    assert unknown.output.strip() == "error: run graded has no task 'nosuch' (its tasks: easy)"
+    none = CliRunner().invoke(app, ["runs", "show", "graded", "--store", url, "--status", "aborted"])
+    assert none.exit_code == 0 and "no rollout matches --status/--rollout" in none.output

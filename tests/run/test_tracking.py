@@ -18,8 +18,8 @@ from gymfleet.cli import app
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.run.config import TrainConfig, train_config_from_dict
 from gymfleet.core.jsonl import open_for_append
-from gymfleet.run.tracking import JsonlTail, tracked
-from gymfleet.run.trackers import open_trackers
+from gymfleet.run.tracking import JsonlTail, RolloutAxis, Tracking, tracked
+from gymfleet.run.trackers import HeldOutTable, Scalars, open_trackers
 from gymfleet.core.errors import ConfigError
 from tests.e2e.train_helpers import tiny_train_config
 from tests.run.wandb_files import wandb_records
@@ -155,6 +155,51 @@ def test_wandb_offline_run_holds_the_records_and_the_heldout_table(tmp_path: Pat
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert run.display_name == "track" and run.run_group == "track"
     assert not [p for p in (tmp_path / "report").rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+
+
+class RecordingTracker:
+    """A Tracker that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[Scalars] = []
+
+    def log(self, scalars: Scalars) -> None:
+        self.sent.append(scalars)
+
+    def log_heldout(self, table: HeldOutTable) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _start_records(events: list[tuple[str, int, int]], done_before: int) -> list[dict[str, Any]]:
+    """One start's metrics.jsonl lines: (event, completed, aborted) each; ``start`` first."""
+    return [{"event": event, "time": 1.0 + i, "completed": completed,
+             **({"done_before": done_before} if event == "start" else {}),
+             "tasks": {"t": {"completed": completed, "by_status": {"truncated": completed - aborted,
+                                                                  **({"aborted": aborted} if aborted else {})}}}}
+            for i, (event, completed, aborted) in enumerate(events)]
+
+
+def test_a_resumed_run_continues_the_rollouts_axis_with_one_point_per_step(tmp_path: Path) -> None:
+    # Issue 41's trial: a run stopped after 24 rollouts (4 aborted, requeued) and resumed; the
+    # second start counted from 0 again, so TensorBoard had two points at steps 0 and 24.
+    first = _start_records([("start", 0, 0), ("progress", 6, 0), ("progress", 20, 0),
+                            ("drained", 24, 4), ("end", 24, 4)], done_before=0)
+    second = _start_records([("start", 0, 0), ("progress", 0, 0), ("progress", 1, 0),
+                             ("progress", 24, 0), ("drained", 36, 4), ("end", 36, 4)], done_before=20)
+    steps = []
+    for records in (first, second):  # each start is its own process: its own Tracking
+        path = tmp_path / "metrics.jsonl"
+        tail = JsonlTail(path)
+        with path.open("a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+        tracker = RecordingTracker()
+        Tracking([tracker], [(tail, RolloutAxis())]).drain()
+        steps += [s.step for s in tracker.sent]
+    assert steps == [0, 6, 20, 21, 44, 52]
+    assert steps == sorted(set(steps))
 
 
 def test_the_tail_reads_complete_lines_only_once(tmp_path: Path) -> None:

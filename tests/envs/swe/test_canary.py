@@ -29,7 +29,7 @@ from gymfleet.envs.swe.canary import (
     runner_of,
     takes_test_files,
 )
-from gymfleet.envs.swe.grading import grade_output
+from gymfleet.envs.swe.grading import grade_log, grade_output
 from gymfleet.envs.swe.harness import InstanceResult, SWEHarness
 from gymfleet.envs.swe.instances import SWEInstance, load_instances
 from gymfleet.envs.swe.junit import junit_key, parse_junit
@@ -504,6 +504,28 @@ def test_the_harness_appends_the_canary_to_the_fix_tests_file_and_puts_it_back(
     assert any("touch -d" in c for c in sandbox.commands)  # its modification time is kept
     assert result.grade is not None and result.resolved is not flip
     assert ("rewritten in pytest's process" in (result.grade.error or "")) is flip
+
+
+def test_the_stored_test_output_says_the_canary_failures_are_planted_and_expected() -> None:
+    """Issue 41, 9c: a resolved instance's test_output.txt read "2 failed" and exit status 1 with
+    no word of why. The log now names the canary's tests after the exit status, and the stored log
+    still grades as resolved."""
+    inst = load_instances("fixtures")[0]
+    spec = load_spec(inst.repo, inst.version)
+    sandbox = PytestLikeSandbox([*inst.FAIL_TO_PASS, *inst.PASS_TO_PASS])
+    result = InstanceResult(inst.instance_id, "gold", inst.patch)
+    asyncio.run(SWEHarness()._run_tests(sandbox, inst, spec, False, result))
+    assert result.resolved and ">>>>> Test Exit Code: 1" in result.test_log
+    note = result.test_log.split(">>>>> Test Exit Code: 1\n", 1)[1]
+    assert note.strip().startswith(">>>>> gymfleet: the grader's canary: 4 tests in tests/test_")
+    assert "planted by gymfleet" in note and "Expected to FAIL" in note
+    failing = note.split("Expected to FAIL", 1)[1].split("Expected to pass", 1)[0]
+    passing = note.split("Expected to pass", 1)[1]
+    ids = re.findall(r"FAILED (\S+)", result.test_log)
+    assert len(ids) == 2 and all(i in failing and i not in passing for i in ids)
+    assert len(re.findall(r"tests/test_\w+\.py::test_\w+", passing)) == 2
+    stored = grade_log(result.test_log, inst.FAIL_TO_PASS, inst.PASS_TO_PASS, PARSER)
+    assert stored.graded and stored.resolved and stored.test_exit_code == 1
 
 
 def test_a_new_canary_file_never_overwrites_one_of_the_repository() -> None:
