@@ -87,7 +87,7 @@ def test_cli_rollout_gold_leaves_pngs(bwrap_available, chromium_path, tmp_path) 
     ])
     assert result.exit_code == 0, result.output
     assert "reward 1" in result.output
-    assert len(list(runs.glob("river-cleanup-*/slide-*.png"))) == 5
+    assert len(list((runs / "gold").glob("river-cleanup-*/slide-*.png"))) == 5  # a folder per policy
 
 
 @pytest.mark.docker
