@@ -6,9 +6,7 @@ requests and any request without the admin token."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from pathlib import Path
@@ -23,6 +21,7 @@ from gymfleet.envs.browser.guard import is_internal_address
 from gymfleet.envs.browser.tasks import TaskOutcome, UrlTask
 from gymfleet.orchestrator.engines.server import build_app
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
+from tests.envs.browser.secret_server import secret_server
 from tests.orchestrator.fake_engine import FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
@@ -79,24 +78,9 @@ async def replica() -> AsyncIterator[tuple[FakeEngine, Recorder, str]]:
 @pytest.fixture(scope="module")
 def js_server() -> Iterator[str]:
     """A local service serving a secret as JavaScript."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            body = f"document.getElementById('out').textContent = '{SECRET}';".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/javascript")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/secret.js"
-    server.shutdown()
-    server.server_close()
+    body = f"document.getElementById('out').textContent = '{SECRET}';".encode()
+    with secret_server(body, {"Content-Type": "application/javascript"}) as url:
+        yield f"{url}/secret.js"
 
 
 async def never_done(page: object) -> TaskOutcome:

@@ -5,11 +5,9 @@ The pages are task pages, so they run their own scripts: a click starts each att
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 
 from gymfleet.envs.browser.env import BrowserEnv
 from gymfleet.envs.browser.tasks import TaskOutcome, UrlTask
+from tests.envs.browser.secret_server import secret_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
@@ -72,25 +71,8 @@ def secret_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def other_origin() -> Iterator[str]:
     """An HTTP server on another origin (127.0.0.1) serving the secret, CORS open to all."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            body = SECRET.encode()
-            self.send_response(200)
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/secret"
-    server.shutdown()
-    server.server_close()
+    with secret_server(SECRET.encode(), {"Access-Control-Allow-Origin": "*"}) as url:
+        yield f"{url}/secret"
 
 
 def attack_page(folder: Path, how: str, target: str) -> str:
