@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from gymfleet.envs.base import AgentEnv
     from gymfleet.envs.check import check_env
     from gymfleet.envs.registry import make
-    from gymfleet.orchestrator.config import RunConfig, load_run_config
+    from gymfleet.orchestrator import RunConfig, load_run_config
     from gymfleet.run.collection import collect
     from gymfleet.run.compose import open_run
     from gymfleet.run.config import TrainConfig, load_train_config

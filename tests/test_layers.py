@@ -3,6 +3,9 @@
 * the core imports none of the others;
 * the trainer (the learner) imports only the core, the trajectory store and itself;
 * nothing outside trainer/ imports a trainer module: the app uses ``gymfleet.trainer``'s names;
+* nothing outside orchestrator/ but the trainer (which reads the store) imports an orchestrator
+  module: the app, the command line and the viewer use ``gymfleet.orchestrator``'s names;
+* no production module imports ``unittest.mock``;
 * only the app (``gymfleet.run``) and the command line import the app;
 * no import circle anywhere, counting imports inside functions and under ``TYPE_CHECKING``.
 """
@@ -65,6 +68,29 @@ def test_the_trainer_depends_on_the_core_and_the_store_only(module: str) -> None
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not _within(m, "gymfleet.trainer")))
 def test_no_module_outside_the_trainer_imports_its_internals(module: str) -> None:
     assert {i for i in _imports(MODULES[module]) if i.startswith("gymfleet.trainer.")} == set()
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not _within(m, "gymfleet.orchestrator", "gymfleet.trainer")))
+def test_the_orchestrators_face_is_the_only_door(module: str) -> None:
+    """``gymfleet.orchestrator.__all__`` is what the app, the command line and the viewer may use."""
+    assert {i for i in _imports(MODULES[module]) if i.startswith("gymfleet.orchestrator.")} == set()
+
+
+def test_every_name_of_the_orchestrators_face_resolves() -> None:
+    import gymfleet.orchestrator as face
+
+    assert face.__all__ and [n for n in face.__all__ if getattr(face, n, None) is None] == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_production_module_imports_unittest_mock(module: str) -> None:
+    names = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    assert {n for n in names if _within(n, "unittest.mock", "mock")} == set()
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "gymfleet.envs", "gymfleet.orchestrator")))

@@ -13,9 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gymfleet.cli.options import SetOption
-from gymfleet.orchestrator.config import fill_run_id
-from gymfleet.orchestrator.loop import run_loop
-from gymfleet.orchestrator.store.engine import display_url
+from gymfleet.orchestrator import fill_run_id, run_loop, display_url
 from gymfleet.run.collection import collect
 from gymfleet.run.config import load_shard_config, url_overrides
 from gymfleet.run.display import PLAIN_INTERVAL_S

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from gymfleet.cli.options import BucketOption, SetOption, TrainConfigArg
-from gymfleet.orchestrator.store.engine import display_url
+from gymfleet.orchestrator import display_url
 
 if TYPE_CHECKING:
     from gymfleet.run.learner import LearnerHandle

@@ -20,10 +20,7 @@ from rich.text import Text
 from sqlalchemy.engine import make_url
 
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.orchestrator.store import TrajectoryStore
-from gymfleet.orchestrator.store.engine import normalise_url
-from gymfleet.orchestrator.store.errors import StoreError
-from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
+from gymfleet.orchestrator import TrajectoryStore, normalise_url, StoreError, RunSummary, StoredTrajectory
 
 runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, export.")
 

@@ -18,7 +18,7 @@ from rich.text import Text
 from gymfleet.core.models import ModelSpec
 
 if TYPE_CHECKING:
-    from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer
+    from gymfleet.orchestrator import VLLMServer
 
 console = Console(stderr=True)
 
@@ -59,8 +59,7 @@ def serve(
         return
     import uvicorn
 
-    from gymfleet.orchestrator.engines.server import build_app
-    from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
+    from gymfleet.orchestrator import build_app, TransformersEngine, TransformersEngineConfig
 
     config = TransformersEngineConfig(
         name=name or f"{host}:{port}", source=ModelSpec(name_or_path=model, gguf_file=gguf_file),
@@ -106,9 +105,9 @@ def _serve_vllm(model: str, **flags: Any) -> None:
     from pydantic import ValidationError
 
     from gymfleet.core.strict import validation_problems
-    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
+    from gymfleet.orchestrator import ReplicaLaunchError
     from gymfleet.core.models import resolve_model_dir
-    from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer, VLLMServerConfig
+    from gymfleet.orchestrator import VLLMServer, VLLMServerConfig
 
     try:
         config = VLLMServerConfig(model=None if model == "embedded" else model, **flags)
@@ -124,7 +123,7 @@ def _serve_vllm(model: str, **flags: Any) -> None:
 
 async def _run_until_signal(server: VLLMServer) -> None:
     """Serves until SIGINT/SIGTERM (then stops the server); a server that dies is an error."""
-    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
+    from gymfleet.orchestrator import ReplicaLaunchError
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -35,9 +35,7 @@ from typing import Any
 from rich.console import Console
 
 from gymfleet.core.errors import ConfigError, GymfleetError, TrainError
-from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.store.schema import RunStatus
-from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator import RunConfig, RunStatus, TrajectoryStore
 from gymfleet.run.config import ClusterConfig, TrainConfig
 from gymfleet.run.display import PLAIN_INTERVAL_S, summary_line
 from gymfleet.run.job import run_job

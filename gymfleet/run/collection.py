@@ -11,8 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gymfleet.core.errors import ConfigError
-from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
+from gymfleet.orchestrator import RunConfig, RunOutcome, Scheduler
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import load_shard_config
 from gymfleet.run.follow import BucketFollower

@@ -30,16 +30,10 @@ from rich.text import Text
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import validation_problems
 from gymfleet.envs.resources import EnvResources
-from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.envfactory import env_factory, resolve_instances, unmet_needs
-from gymfleet.orchestrator.metrics import MetricsWriter
-from gymfleet.orchestrator.policy import open_gateway
-from gymfleet.orchestrator.gateway import Gateway
-from gymfleet.orchestrator.harness_rollout import HARNESS_ENV_ID, open_harness_rollouts
-from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.rollout import EnvFactory
-from gymfleet.orchestrator.scheduler import Scheduler
-from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator import (
+    RunConfig, env_factory, resolve_instances, unmet_needs, MetricsWriter, open_gateway, Gateway,
+    HARNESS_ENV_ID, open_harness_rollouts, PolicyGateway, EnvFactory, Scheduler, TrajectoryStore,
+)
 from gymfleet.run.display import Progress
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

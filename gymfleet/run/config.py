@@ -23,8 +23,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
-from gymfleet.orchestrator.config import RunConfig, fill_run_id, read_config_document
-from gymfleet.orchestrator.engines.config import TransformersEngineConfig
+from gymfleet.orchestrator import RunConfig, fill_run_id, read_config_document, TransformersEngineConfig
 from gymfleet.run.threads import learner_environment, split_threads, usable_cpus
 from gymfleet.run.trackers import ReportTo
 from gymfleet.trainer import LearnerConfig, RolloutPolicy, SFTConfig, WorkerArgs

@@ -19,10 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.teacher_forcing import DemonstrationGateway
-from gymfleet.orchestrator.store import TrajectoryStore
-from gymfleet.orchestrator.workload import group_id_of
+from gymfleet.orchestrator import RunConfig, DemonstrationGateway, TrajectoryStore, group_id_of
 from gymfleet.run.compose import Run, open_run
 
 

@@ -20,8 +20,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.live import Live
 
-from gymfleet.orchestrator.progress import RunStats
-from gymfleet.orchestrator.store.queries import RunSummary
+from gymfleet.orchestrator import RunStats, RunSummary
 
 PLAIN_INTERVAL_S = 10.0
 """Seconds between plain progress lines (at most 30 s apart, as promised in the README)."""

@@ -13,8 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gymfleet.core.records import RolloutStatus
-from gymfleet.orchestrator.config import PolicyConfig, RunConfig, TaskConfig
-from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator import PolicyConfig, RunConfig, TaskConfig, TrajectoryStore
 from gymfleet.run.collection import collect
 
 

@@ -26,9 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError, TrainError
-from gymfleet.orchestrator.engines.config import TransformersEngineConfig
-from gymfleet.orchestrator.envfactory import task_needs
-from gymfleet.orchestrator.store import TrajectoryStore
+from gymfleet.orchestrator import TransformersEngineConfig, task_needs, TrajectoryStore
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.heldout import BASE, HeldOutEvaluation, evaluate_heldout, run_policies
 from gymfleet.run.local import LocalPlacement

@@ -21,16 +21,32 @@ import signal
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.context import SpawnProcess
+from contextlib import contextmanager
 from typing import Any
-from unittest import mock
 
 from gymfleet.trainer import WorkerArgs, learn, learner_process
 
 EXIT_WAIT_S = 600.0
 """Seconds :meth:`LearnerHandle.wait` gives a stopped learner to publish and exit before it is killed."""
 POLL_S = 0.2
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set for the block, then as it was (a spawned child takes
+    this process's environment when it starts, and has no other way to be given one)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class LearnerHandle(ABC):
@@ -108,7 +124,7 @@ class ProcessLearner(LearnerHandle):
         # process once unblocked (the run's stop handler), so none is lost.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            with mock.patch.dict(os.environ, self.args.environment):  # a spawned child copies it as it starts
+            with _environment(self.args.environment):  # a spawned child copies it as it starts
                 self.proc.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

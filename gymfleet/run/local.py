@@ -25,9 +25,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError
-from gymfleet.orchestrator.protocols import PolicyGateway
-from gymfleet.orchestrator.scheduler import RunOutcome, Scheduler
-from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.orchestrator import PolicyGateway, RunOutcome, Scheduler, RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower

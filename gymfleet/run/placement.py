@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError
-from gymfleet.orchestrator.store.schema import RunStatus
+from gymfleet.orchestrator import RunStatus
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.records import GenerationTimeline
 

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gymfleet.core.errors import ConfigError
-from gymfleet.orchestrator.config import RunConfig
-from gymfleet.orchestrator.engines.config import TransformersEngineConfig
-from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
-from gymfleet.orchestrator.scheduler import RunOutcome
+from gymfleet.orchestrator import RunConfig, TransformersEngineConfig, VLLMEngineConfig, RunOutcome
 from gymfleet.run.collection import collect
 from gymfleet.run.config import ClusterConfig
 from gymfleet.run.follow import BucketFollower
@@ -95,8 +92,7 @@ class ReplicaRole:
         import ray
         import uvicorn
 
-        from gymfleet.orchestrator.engines.server import build_app
-        from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
+        from gymfleet.orchestrator import build_app, TransformersEngine
 
         config = TransformersEngineConfig.model_validate(engine)
         host = ray.util.get_node_ip_address()

@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gymfleet.orchestrator.store.engine import display_url
+from gymfleet.orchestrator import display_url
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.trackers import HeldOutTable, Scalars, Tracker, open_trackers
 from gymfleet.trainer import STEPS_FILE

@@ -25,8 +25,7 @@ from gymfleet.core.errors import TrainError
 from gymfleet.core.jsonl import open_for_append
 from gymfleet.core.models import load_tokenizer
 from gymfleet.core.records import Trajectory
-from gymfleet.orchestrator.store import TrajectoryStore
-from gymfleet.orchestrator.store.errors import RunNotFoundError
+from gymfleet.orchestrator import TrajectoryStore, RunNotFoundError
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.demonstrations import DemoRecording, demo_run_id, load_demonstrations, record_demonstrations
 from gymfleet.trainer import STEPS_FILE, AdapterBucket, SFTReport, warm_start

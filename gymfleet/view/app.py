@@ -37,8 +37,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gymfleet.orchestrator.store.engine import display_url
-from gymfleet.orchestrator.store.schema import RunRow
+from gymfleet.orchestrator import display_url, RunRow
 from gymfleet.view import queries
 from gymfleet.view.artifacts import artifacts_of
 from gymfleet.view.errors import ArtifactRefusedError, NotFoundError, ViewError

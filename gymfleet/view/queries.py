@@ -16,8 +16,7 @@ from sqlalchemy import Text, cast, func, literal, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gymfleet.core.records import RolloutStatus
-from gymfleet.orchestrator.store.codec import DTYPES, bytes_to_array
-from gymfleet.orchestrator.store.schema import GroupRow, RunRow, SampleRow, SampleState, TrajectoryRow
+from gymfleet.orchestrator import DTYPES, bytes_to_array, GroupRow, RunRow, SampleRow, SampleState, TrajectoryRow
 from gymfleet.view.errors import NotFoundError
 from gymfleet.view.records import (
     Cursor, GroupSummary, RewardPoint, RunOverview, RunRowView, SampleView, TrajectoryDetail, TrajectoryFilters,

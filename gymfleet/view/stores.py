@@ -19,9 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from gymfleet.orchestrator.store.engine import display_url, normalise_url, summarise_db_error
-from gymfleet.orchestrator.store.errors import StoreError
-from gymfleet.orchestrator.store.schema import RunRow
+from gymfleet.orchestrator import display_url, normalise_url, summarise_db_error, StoreError, RunRow
 from gymfleet.view.errors import NoStoreError, NotFoundError
 
 READ_TIMEOUT_S = 5.0
