@@ -6,9 +6,7 @@ cannot run code when read.
 and the step. Whoever can write the bucket can then corrupt a run but not run code in the
 learner (``torch.load`` unpickles, and an unpickler runs whatever the file asks).
 
-Buckets written before this format hold ``learner_state.pt``: it is read with
-``torch.load(weights_only=True)``, which accepts only tensors and plain types, so an old state
-is read safely or refused with a message saying why.
+No other file is read: a ``learner_state.pt`` (a pickle) beside a version is ignored.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import torch
 from gymfleet.trainer.errors import BucketCorruptError
 
 STATE_FILE = "learner_state.safetensors"
-LEGACY_STATE_FILE = "learner_state.pt"
 
 
 def save_learner_state(optimizer: torch.optim.Optimizer, step: int, folder: Path) -> Path:
@@ -43,17 +40,14 @@ def save_learner_state(optimizer: torch.optim.Optimizer, step: int, folder: Path
 
 
 def load_learner_state(folder: Path) -> tuple[dict[str, Any], int]:
-    """The optimiser ``state_dict`` and the step stored in ``folder`` (either format).
+    """The optimiser ``state_dict`` and the step stored in ``folder``.
 
     Raises:
-        BucketCorruptError: no state file, a truncated or malformed one, or a legacy pickle that
-            holds more than tensors and plain types (refused: unpickling it could run code).
+        BucketCorruptError: no state file, or a truncated or malformed one.
     """
     folder = Path(folder)
     if (folder / STATE_FILE).exists():
         return _load_safetensors(folder / STATE_FILE)
-    if (folder / LEGACY_STATE_FILE).exists():
-        return _load_legacy(folder / LEGACY_STATE_FILE)
     raise BucketCorruptError(f"no learner state ({STATE_FILE}) in {folder}")
 
 
@@ -74,17 +68,6 @@ def _load_safetensors(path: Path) -> tuple[dict[str, Any], int]:
         _, index, name = key.split(".", 2)
         state.setdefault(int(index), {})[name] = value
     return {"state": state, "param_groups": groups}, step
-
-
-def _load_legacy(path: Path) -> tuple[dict[str, Any], int]:
-    try:
-        saved = torch.load(path, weights_only=True, map_location="cpu")
-        return saved["optimizer"], int(saved["step"])
-    except Exception as exc:  # UnpicklingError for anything but tensors and plain types
-        raise BucketCorruptError(
-            f"{path} (a learner state from before {STATE_FILE}) holds more than tensors and plain "
-            f"types, or is damaged; refused, as unpickling it could run code: {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
 
 
 def check_fits(state: dict[str, Any], optimizer: torch.optim.Optimizer) -> None:

@@ -16,7 +16,6 @@ import torch
 from gymfleet.trainer.bucket import AdapterBucket, version_name
 from gymfleet.trainer.errors import BucketCorruptError
 from gymfleet.trainer.learner_state import (
-    LEGACY_STATE_FILE,
     STATE_FILE,
     check_fits,
     load_learner_state,
@@ -101,24 +100,18 @@ def test_learner_state_roundtrip_holds_no_pickle(tmp_path: Path) -> None:
         assert all(torch.equal(a[k], b[k]) for k in ("exp_avg", "exp_avg_sq", "step"))
 
 
-def test_old_learner_state_is_read_without_running_code(tmp_path: Path) -> None:
-    optimizer = _optimizer()
-    torch.save({"optimizer": optimizer.state_dict(), "step": 4}, tmp_path / LEGACY_STATE_FILE)
-    state, step = load_learner_state(tmp_path)
-    assert step == 4 and len(state["state"]) == 2
-
-
 class _Payload:
     def __reduce__(self):  # what a bucket writer could plant: code run by any unpickler
         return (Path.touch, (Path(__file__).parent / f"pwned-{uuid.uuid4().hex}",))
 
 
-def test_a_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
+def test_a_pickled_state_is_never_read(tmp_path: Path) -> None:
+    """Only ``learner_state.safetensors`` is read: a pickle planted beside a version runs nothing."""
     marker_dir = Path(__file__).parent
     before = set(marker_dir.glob("pwned-*"))
-    with open(tmp_path / LEGACY_STATE_FILE, "wb") as f:
+    with open(tmp_path / "learner_state.pt", "wb") as f:
         pickle.dump({"optimizer": _Payload(), "step": 1}, f)
-    with pytest.raises(BucketCorruptError, match="refused"):
+    with pytest.raises(BucketCorruptError, match="no learner state"):
         load_learner_state(tmp_path)
     assert set(marker_dir.glob("pwned-*")) == before  # nothing ran
 
