@@ -31,7 +31,7 @@ from gymfleet.envs.browser.env import BrowserEnv
 from gymfleet.envs.browser.gold import SOLVERS
 from gymfleet.envs.browser.miniwob import miniwob_html_dir
 from gymfleet.envs.episode import run_episode
-from gymfleet.envs.errors import EnvError
+from gymfleet.core.errors import EnvError
 
 TASKS = sorted(SOLVERS)
 RISE_THRESHOLD = 1.10

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gymfleet.envs.errors import EnvError, TaskError
+from gymfleet.core.errors import EnvError
+from gymfleet.envs.errors import TaskError
 from gymfleet.envs.harbor.build import HarborImageBuilder
 from gymfleet.envs.harbor.dockerfile import UnbuildableError, logical_lines, substitute
 from gymfleet.envs.harbor.env import EXAMPLES_DIR, HarborEnv

@@ -29,8 +29,8 @@ from __future__ import annotations
 from gymfleet.core.errors import EnvError, SandboxError
 
 __all__ = [
-    "EnvCheckError", "EnvError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
-    "SandboxError", "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError",
+    "EnvCheckError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
+    "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError",
     "TaskError", "UnknownEnvError",
 ]
 

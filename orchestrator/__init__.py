@@ -28,7 +28,7 @@ _EXPORTS = {
     "open_harness_rollouts": ".harness_rollout", "Scheduler": ".scheduler", "RunOutcome": ".scheduler",
     "RunStats": ".progress", "MetricsWriter": ".metrics", "group_id_of": ".workload", "run_loop": ".loop",
     # the trajectory store
-    "TrajectoryStore": ".store", "StoreError": ".store.errors", "RunNotFoundError": ".store.errors",
+    "TrajectoryStore": ".store", "RunNotFoundError": ".store.errors",
     "RunStatus": ".store.schema", "RunRow": ".store.schema", "GroupRow": ".store.schema",
     "SampleRow": ".store.schema", "SampleState": ".store.schema", "TrajectoryRow": ".store.schema",
     "RunSummary": ".store.queries", "StoredTrajectory": ".store.queries", "DTYPES": ".store.codec",
@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # the names as a type checker and a reader see them
     from gymfleet.orchestrator.store import TrajectoryStore
     from gymfleet.orchestrator.store.codec import DTYPES, bytes_to_array
     from gymfleet.orchestrator.store.engine import display_url, normalise_url, summarise_db_error
-    from gymfleet.orchestrator.store.errors import RunNotFoundError, StoreError
+    from gymfleet.orchestrator.store.errors import RunNotFoundError
     from gymfleet.orchestrator.store.queries import RunSummary, StoredTrajectory
     from gymfleet.orchestrator.store.schema import GroupRow, RunRow, RunStatus, SampleRow, SampleState, TrajectoryRow
     from gymfleet.orchestrator.teacher_forcing import DemonstrationGateway

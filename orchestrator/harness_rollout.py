@@ -30,7 +30,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.harness.env import HarnessEnv, HarnessOutcome
 from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.http.tree import SessionRegistry

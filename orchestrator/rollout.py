@@ -38,8 +38,9 @@ from typing import Any
 from gymfleet.core.records import Message, RolloutStatus, SamplingParams, Trajectory
 from gymfleet.envs.base import AgentEnv
 from gymfleet.envs.episode import end_damaged
-from gymfleet.envs.errors import SandboxDamagedError, SandboxError
-from gymfleet.orchestrator.engines.errors import ContextLengthError, InferenceError, NoReplicaError
+from gymfleet.core.errors import InferenceError, SandboxError
+from gymfleet.envs.errors import SandboxDamagedError
+from gymfleet.orchestrator.engines.errors import ContextLengthError, NoReplicaError
 from gymfleet.orchestrator.errors import EngineError, PolicyError
 from gymfleet.orchestrator.protocols import PolicyGateway, PolicySession
 from gymfleet.orchestrator.store.codec import clean_text, json_safe

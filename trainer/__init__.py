@@ -12,7 +12,7 @@ from gymfleet.core.lazy import lazy_exports
 
 _EXPORTS = {
     "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors", "BucketCorruptError": ".errors",
-    "TrainError": ".errors", "RankLostError": ".errors", "GroupSource": ".signal", "Learner": ".learner", "LearnerConfig": ".learner",
+    "RankLostError": ".errors", "GroupSource": ".signal", "Learner": ".learner", "LearnerConfig": ".learner",
     "StepMetrics": ".learner", "RolloutPolicy": ".rollout_policy", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".worker", "EXIT_REFUSED": ".worker",
     "WorkerArgs": ".worker", "learn": ".worker", "learner_process": ".worker", "SFTConfig": ".sft",
     "SFTReport": ".sft", "warm_start": ".sft", "demonstration_loss": ".sft",

@@ -32,7 +32,8 @@ import torch
 
 from gymfleet.core.records import ClaimedGroup
 from gymfleet.trainer.batch import TrainBatch
-from gymfleet.trainer.errors import RankLostError, TrainError
+from gymfleet.core.errors import TrainError
+from gymfleet.trainer.errors import RankLostError
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is drawn in
 ``gymfleet/core/errors.py``)::
 
-    TrainError                  = gymfleet.core.errors.TrainError
+    TrainError                  (gymfleet.core.errors: the roots are imported from there only)
     ├── BucketError             a bucket URL cannot be used, or a version is missing or incomplete
     │   └── BucketCorruptError  a committed version whose files do not read back (skipped, kept)
     └── RankLostError           a data-parallel rank died or stopped answering mid-step (the step fails)
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from gymfleet.core.errors import TrainError
 
-__all__ = ["BucketCorruptError", "BucketError", "RankLostError", "TrainError"]
+__all__ = ["BucketCorruptError", "BucketError", "RankLostError"]
 
 
 class BucketError(TrainError):

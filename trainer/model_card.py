@@ -30,7 +30,7 @@ import yaml
 
 from gymfleet.core.models import EMBEDDED_GGUF, ModelSpec, hub_id, resolve_model_dir
 from gymfleet.trainer.bucket import AdapterBucket
-from gymfleet.trainer.errors import TrainError
+from gymfleet.core.errors import TrainError
 
 ADAPTER_CONFIG = "adapter_config.json"
 MODEL_CARD = "README.md"

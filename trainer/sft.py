@@ -26,7 +26,7 @@ from gymfleet.core.records import ClaimedGroup, Trajectory
 from gymfleet.core.strict import StrictModel
 from gymfleet.trainer.batch import TrainBatch, collate
 from gymfleet.trainer.bucket import AdapterBucket
-from gymfleet.trainer.errors import TrainError
+from gymfleet.core.errors import TrainError
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
 from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.learner_state import save_learner_state

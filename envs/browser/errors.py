@@ -17,7 +17,8 @@ Action errors never leave the env: it answers them with an observation that says
 
 from __future__ import annotations
 
-from gymfleet.envs.errors import EnvError, SandboxError, TaskError
+from gymfleet.core.errors import EnvError, SandboxError
+from gymfleet.envs.errors import TaskError
 
 
 class BrowserStartError(SandboxError):

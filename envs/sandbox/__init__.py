@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from gymfleet.envs.errors import SandboxError, SandboxUnavailableError
+from gymfleet.core.errors import SandboxError
+from gymfleet.envs.errors import SandboxUnavailableError
 from gymfleet.envs.sandbox.base import (
     ExecResult,
     Sandbox,

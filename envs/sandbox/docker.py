@@ -22,8 +22,9 @@ from typing import Any, TypeVar
 import docker
 import docker.errors
 import requests.exceptions
+from gymfleet.core.errors import SandboxError
 from gymfleet.core.strict import StrictModel
-from gymfleet.envs.errors import SandboxError, SandboxUnavailableError
+from gymfleet.envs.errors import SandboxUnavailableError
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker_container import StorageFacts
 from gymfleet.envs.sandbox.docker_errors import docker_errors

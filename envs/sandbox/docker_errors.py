@@ -28,9 +28,9 @@ from typing import Any
 import docker.errors
 import requests.exceptions
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.errors import (
     SandboxDamagedError,
-    SandboxError,
     SandboxLostError,
     SandboxUnavailableError,
 )

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import docker.errors
 from docker.models.containers import Container
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.errors import (
     SandboxDamagedError,
-    SandboxError,
     SandboxFileError,
     SandboxLostError,
     SandboxUnavailableError,

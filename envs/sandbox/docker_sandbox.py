@@ -21,10 +21,10 @@ from typing import Self
 
 from docker.models.containers import Container
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxDamagedError,
-    SandboxError,
     SandboxFileError,
     SandboxLostError,
 )

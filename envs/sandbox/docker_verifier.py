@@ -42,7 +42,7 @@ from typing import Any
 
 from docker.models.containers import Container
 
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.sandbox.base import Sandbox
 from gymfleet.envs.sandbox.docker_exec import EXEC_ROOT
 from gymfleet.envs.sandbox.docker_layer import Layer, LayerEntry

@@ -14,7 +14,7 @@ import subprocess
 import threading
 from typing import Any
 
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 
 
 class AgentChannel:

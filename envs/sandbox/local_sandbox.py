@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxDamagedError,
-    SandboxError,
     SandboxFileError,
     SandboxStartError,
     SandboxUnavailableError,

@@ -27,8 +27,9 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.core.strict import StrictModel
-from gymfleet.envs.errors import SandboxClosedError, SandboxError
+from gymfleet.envs.errors import SandboxClosedError
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ is wrong, and scores low.
 
 from __future__ import annotations
 
-from gymfleet.envs.errors import EnvError, TaskError
+from gymfleet.core.errors import EnvError
+from gymfleet.envs.errors import TaskError
 
 
 class BriefError(TaskError):

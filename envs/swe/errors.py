@@ -19,7 +19,7 @@ Each instance's error in an evaluation (``patch did not apply``, ``tests timed o
 
 from __future__ import annotations
 
-from gymfleet.envs.errors import EnvError
+from gymfleet.core.errors import EnvError
 
 
 class SWEError(EnvError):

@@ -29,7 +29,7 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.sandbox import Sandbox
 from gymfleet.envs.swe import upstream
 from gymfleet.envs.swe.instances import SWEInstance

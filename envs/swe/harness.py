@@ -26,7 +26,7 @@ from typing import Any, Literal, Self
 from pydantic import Field
 
 from gymfleet.core.strict import StrictModel
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.resources import EnvResources, SharedResource
 from gymfleet.envs.sandbox import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec, get_backend
 from gymfleet.envs.swe import patch as scripts

@@ -98,7 +98,8 @@ def _trained_on(store_url: str, adapters: Any, version: int) -> dict[str, dict[s
     """Per task, the env id and the instance ids of the groups versions 1..``version`` consumed,
     and, as ``<task> (warm start)``, those of the demonstrations a warm-start version among them
     was trained on (empty when the store cannot be read: the card then says it is not recorded)."""
-    from gymfleet.orchestrator import TrajectoryStore, StoreError
+    from gymfleet.core.errors import StoreError
+    from gymfleet.orchestrator import TrajectoryStore
     from gymfleet.run.demonstrations import demo_run_id, load_demonstrations
 
     versions = [a for a in adapters.committed_newest_first() if a.version <= version]

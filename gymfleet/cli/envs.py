@@ -15,10 +15,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from gymfleet.core.errors import EnvError
 from gymfleet.envs.base import ConstantPolicy, Policy
 from gymfleet.envs.check import check_env
 from gymfleet.envs.episode import Episode, run_episode
-from gymfleet.envs.errors import EnvCheckError, EnvError
+from gymfleet.envs.errors import EnvCheckError
 from gymfleet.envs.registry import env_class, list_envs, make_agent_env
 
 envs_app = typer.Typer(no_args_is_help=True, help="Registered environments.")

@@ -19,8 +19,9 @@ from rich.table import Column, Table
 from rich.text import Text
 from sqlalchemy.engine import make_url
 
+from gymfleet.core.errors import StoreError
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.orchestrator import TrajectoryStore, normalise_url, StoreError, RunSummary, StoredTrajectory
+from gymfleet.orchestrator import TrajectoryStore, normalise_url, RunSummary, StoredTrajectory
 
 runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, export.")
 

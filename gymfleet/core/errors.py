@@ -51,7 +51,8 @@ Class tree::
 
 The sandbox subtree sits under the env subtree: a sandbox is an env's resource, and callers that
 catch ``EnvError`` around an episode keep catching sandbox failures. Each class has one name and
-one import path (``ConfigError`` is imported from here only).
+one import path: the roots are imported from here only (no leaf module or package face re-exports one;
+``tests/core/test_errors.py`` checks it).
 """
 
 from __future__ import annotations

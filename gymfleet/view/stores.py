@@ -19,7 +19,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from gymfleet.orchestrator import display_url, normalise_url, summarise_db_error, StoreError, RunRow
+from gymfleet.core.errors import StoreError
+from gymfleet.orchestrator import display_url, normalise_url, summarise_db_error, RunRow
 from gymfleet.view.errors import NoStoreError, NotFoundError
 
 READ_TIMEOUT_S = 5.0

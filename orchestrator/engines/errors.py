@@ -25,7 +25,7 @@ from __future__ import annotations
 from gymfleet.core.errors import InferenceError
 
 __all__ = [
-    "AdapterError", "AdapterPublishError", "ChatTemplateError", "ContextLengthError", "InferenceError",
+    "AdapterError", "AdapterPublishError", "ChatTemplateError", "ContextLengthError",
     "NoReplicaError", "ParityError", "ReplicaError", "ReplicaLaunchError", "ReplicaServerError", "ReplicaTimeoutError",
     "ReplicaUnavailableError", "RequestError", "UnknownAdapterError", "VLLMNotInstalledError",
 ]

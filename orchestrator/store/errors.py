@@ -19,7 +19,7 @@ from __future__ import annotations
 from gymfleet.core.errors import StoreError
 
 __all__ = [
-    "ClaimExpiredError", "LearnerBusyError", "RunBusyError", "RunNotFoundError", "StoreClosedError", "StoreError", "StoreOpenError",
+    "ClaimExpiredError", "LearnerBusyError", "RunBusyError", "RunNotFoundError", "StoreClosedError", "StoreOpenError",
     "StoreURLError", "StoreWriteError",
 ]
 

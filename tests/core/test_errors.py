@@ -57,7 +57,7 @@ def test_each_boundary_has_its_root(module: str, name: str, root: type[Exception
 def test_each_error_has_one_name_and_one_import_path() -> None:
     from gymfleet.core.errors import ConfigError, GymfleetError
     from gymfleet.envs import errors as env_errors
-    from gymfleet.envs.errors import EnvError, SandboxError
+    from gymfleet.core.errors import EnvError, SandboxError
     from gymfleet.orchestrator import errors as orchestrator_errors
 
     assert issubclass(SandboxError, EnvError)  # `except EnvError` around an episode
@@ -65,6 +65,26 @@ def test_each_error_has_one_name_and_one_import_path() -> None:
     assert not hasattr(env_errors, "GymfleetEnvError")
     assert not hasattr(orchestrator_errors, "OrchestratorError")
     assert "ConfigError" not in orchestrator_errors.__all__
+
+
+ROOTS = {"GymfleetError", "ConfigError", "EnvError", "SandboxError", "InferenceError", "StoreError", "TrainError"}
+
+
+def test_the_roots_are_imported_from_the_core_only() -> None:
+    """Each root has one import path, ``gymfleet.core.errors``: no module imports one from a leaf
+    module or a package face, and no face or ``errors.py`` lists one in ``__all__``."""
+    strays = []
+    for folder in (*FOLDERS, "tests", "benchmarks", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gymfleet")
+                        and node.module != "gymfleet.core.errors"):
+                    strays += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names if a.name in ROOTS]
+    assert strays == []
+    for module in ("gymfleet.envs.errors", "gymfleet.orchestrator", "gymfleet.orchestrator.errors",
+                   "gymfleet.orchestrator.engines.errors", "gymfleet.orchestrator.store.errors", "gymfleet.trainer",
+                   "gymfleet.trainer.errors"):
+        assert not ROOTS & set(importlib.import_module(module).__all__), module
 
 
 def test_the_tree_is_drawn_in_the_docstring() -> None:

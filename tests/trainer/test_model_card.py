@@ -22,7 +22,7 @@ from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
 from gymfleet.trainer import AdapterBucket, Learner, LearnerConfig, RolloutPolicy, export_version
-from gymfleet.trainer.errors import TrainError
+from gymfleet.core.errors import TrainError
 from tests.trainer.test_learner import MemoryGroupSource
 
 pytestmark = pytest.mark.model

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gymfleet.trainer import AdapterBucket, SFTConfig, TrainError, warm_start
+from gymfleet.core.errors import TrainError
+from gymfleet.trainer import AdapterBucket, SFTConfig, warm_start
 from gymfleet.trainer.learner import LearnerConfig
 from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.loss import sft_loss

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Self
 
-from gymfleet.envs.errors import SandboxClosedError, SandboxError, SandboxFileError
+from gymfleet.core.errors import SandboxError
+from gymfleet.envs.errors import SandboxClosedError, SandboxFileError
 from gymfleet.envs.sandbox.base import ExecResult, SandboxLabels, SandboxSpec
 
 

@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from gymfleet.cli import app
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.errors import (
     SandboxClosedError,
     SandboxDamagedError,
-    SandboxError,
     SandboxFileError,
     SandboxStartError,
     SandboxUnavailableError,

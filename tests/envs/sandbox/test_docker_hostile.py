@@ -23,9 +23,9 @@ import docker
 import docker.errors
 import pytest
 
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.errors import (
     SandboxDamagedError,
-    SandboxError,
     SandboxLostError,
     SandboxUnavailableError,
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.sandbox.base import SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.local import LocalBackend, LocalBackendConfig
 from gymfleet.envs.sandbox.local_state import marked_pids, read_records
