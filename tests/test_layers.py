@@ -7,6 +7,7 @@
   module: the app, the command line and the viewer use ``gymfleet.orchestrator``'s names;
 * no production module imports ``unittest.mock``;
 * only the app (``gymfleet.run``) and the command line import the app;
+* no placement (local, Ray) imports the job;
 * no import circle anywhere, counting imports inside functions and under ``TYPE_CHECKING``.
 """
 
@@ -99,9 +100,20 @@ def test_envs_and_orchestrator_never_import_the_app(module: str) -> None:
 
 
 def test_the_verdict_reads_only_the_report() -> None:
-    """``gymfleet.run.verdict`` judges a run from its report dict alone (so a report read back from
-    disk, or one from ``train --cluster``, is judged the same way)."""
-    assert _imports(MODULES["gymfleet.run.verdict"]) == set()
+    """``gymfleet.run.verdict`` judges a run from its report record alone (so a report read back from
+    disk, or one from ``train --cluster``, is judged the same way); the learner's exit status is the
+    trainer's constant."""
+    assert _imports(MODULES["gymfleet.run.verdict"]) == {"gymfleet.run.records", "gymfleet.trainer"}
+
+
+PLACEMENTS = ("gymfleet.run.placement", "gymfleet.run.local", "gymfleet.run.cluster", "gymfleet.run.ray_roles")
+
+
+@pytest.mark.parametrize("module", PLACEMENTS)
+def test_no_placement_imports_the_job(module: str) -> None:
+    """The job asks its placement for roles; a placement never runs the job (``run_job`` is called
+    by its launcher: ``gymfleet train``, with ``--cluster`` too)."""
+    assert {t for t in _targets(module, MODULES[module]) if _within(t, "gymfleet.run.job")} == set()
 
 
 def test_the_heldout_evaluation_never_imports_the_job() -> None:

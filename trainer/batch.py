@@ -18,20 +18,8 @@ import numpy as np
 import torch
 
 from gymfleet.core.records import Trajectory, staleness
+from gymfleet.trainer.step_metrics import GroupFilterStats
 from gymfleet.trainer.loss import group_advantages
-
-
-@dataclass
-class GroupFilterStats:
-    """What :func:`repair_groups` threw away, for the run report."""
-
-    groups_in: int = 0
-    groups_dropped: int = 0
-    samples_not_trainable: int = 0
-    samples_stale: int = 0
-    samples_padded: int = 0
-    staleness: list[int] = field(default_factory=list)
-    """Learner version minus oldest token version, per kept sample (for the histogram)."""
 
 
 def repair_groups(

@@ -1,4 +1,5 @@
-"""StepMetrics: what one learner step did, one row of ``learner.jsonl`` and of the run report.
+"""StepMetrics: what one learner step did (a :class:`~gymfleet.trainer.step_log.StepRow` of ``learner.jsonl``),
+and GroupFilterStats: what the step's group repair threw away. No torch here: the log's readers load it.
 
 Field names are plain and each documented under it (docs/train.md lists them); ``kl`` is the
 off-policy KL of the behaviour policy to the learner, ``kl_ref`` the KL to the reference policy.
@@ -8,7 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gymfleet.trainer.batch import GroupFilterStats
+
+@dataclass
+class GroupFilterStats:
+    """What :func:`repair_groups` threw away, for the run report."""
+
+    groups_in: int = 0
+    groups_dropped: int = 0
+    samples_not_trainable: int = 0
+    samples_stale: int = 0
+    samples_padded: int = 0
+    staleness: list[int] = field(default_factory=list)
+    """Learner version minus oldest token version, per kept sample (for the histogram)."""
 
 
 @dataclass

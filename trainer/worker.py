@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import json
 import logging
 import multiprocessing as mp
 import os
@@ -25,7 +24,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,9 +36,10 @@ if TYPE_CHECKING:
 from gymfleet.core.errors import GymfleetError
 from gymfleet.trainer.errors import RankLostError
 from gymfleet.core.jsonl import open_for_append
+from gymfleet.trainer.step_log import (
+    STEPS_FILE, EndRow, ErrorRow, FinalPublishRow, StartRow, StepRow, decode, read_log, write_row)
 from gymfleet.core.quiet import quiet_if_asked
 
-STEPS_FILE = "learner.jsonl"
 PID_FILE = "learner.pid"
 POLL_S = 0.2
 
@@ -97,7 +97,7 @@ def _refuse(report: Path, exc: GymfleetError) -> None:
     message = " ".join(str(exc).split()) or type(exc).__name__
     logging.getLogger("gymfleet.trainer.worker").error("learner stopped: %s", message)
     with open_for_append(report / STEPS_FILE) as out:
-        _write(out, {"event": "error", "t": time.time(), "message": message})
+        write_row(out, ErrorRow(time.time(), message))
     sys.exit(EXIT_REFUSED)
 
 
@@ -162,7 +162,7 @@ def _counter(value: Any) -> Any:
 
 
 async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
-                on_step: Callable[[dict[str, Any]], None] | None = None) -> None:
+                on_step: Callable[[StepRow], None] | None = None) -> None:
     """The learner's loop: resumes from the bucket, then claims, trains and publishes until
     ``args.max_steps`` or ``stop``; every step is a line of ``learner.jsonl``. Sets this
     process's torch threads to ``args.n_threads`` first (when given).
@@ -204,7 +204,7 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
 
 
 async def _loop(args: WorkerArgs, learner: Learner, source: Any, resumed: bool, released: int, stop: Any,
-                attempts: Any, on_step: Callable[[dict[str, Any]], None] | None) -> None:
+                attempts: Any, on_step: Callable[[StepRow], None] | None) -> None:
     """Claims, trains and publishes until the budget or ``stop``, writing ``learner.jsonl``."""
     log = logging.getLogger("gymfleet.trainer.worker")
     log.info("learner up: resumed=%s step=%d version=%d released=%d", resumed, learner.step,
@@ -213,11 +213,9 @@ async def _loop(args: WorkerArgs, learner: Learner, source: Any, resumed: bool, 
     missing = _missing_step_row(steps_path, learner.resumed_step_row)
     with open_for_append(steps_path) as out:
         if missing is not None:  # the last start was killed between its publish and this row
-            _write(out, missing)
-        _write(out, {"event": "start", "t": time.time(), "step": learner.step, "version": learner.version,
-                     "resumed": resumed, "released_claims": released, "torch_threads": _torch_threads(),
-                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "device": str(learner.device),
-                     "world_size": args.learner.world_size})
+            write_row(out, missing)
+        write_row(out, StartRow(time.time(), learner.step, learner.version, resumed, released, _torch_threads(),
+                                os.environ.get("OMP_WAIT_POLICY"), str(learner.device), args.learner.world_size))
         idle_s = 0.0
         while not stop.is_set() and (args.max_steps is None or learner.step < args.max_steps):
             t0 = time.monotonic()
@@ -228,17 +226,16 @@ async def _loop(args: WorkerArgs, learner: Learner, source: Any, resumed: bool, 
                 continue
             with attempts.get_lock():
                 attempts.value += 1
-            row = {"event": "step", "t": time.time(), "idle_s": idle_s, **asdict(metrics),
-                   "version": learner.version, "claimed": len(source.claimed)}
-            _write(out, row)
+            row = StepRow(**vars(metrics), t=time.time(), idle_s=idle_s, version=learner.version,
+                          claimed=len(source.claimed))
+            write_row(out, row)
             if on_step is not None:
                 on_step(row)
             idle_s = 0.0
         if learner.pending_group_ids:
             version = await learner.publish()
-            _write(out, {"event": "final_publish", "t": time.time(), "version": version, "step": learner.step})
-        _write(out, {"event": "end", "t": time.time(), "step": learner.step, "version": learner.version,
-                     "idle_s": idle_s})
+            write_row(out, FinalPublishRow(time.time(), version, learner.step))
+        write_row(out, EndRow(time.time(), learner.step, learner.version, idle_s))
 
 
 def _start_ranks(args: WorkerArgs, learner: Learner) -> tuple[RankGroup, list[Any]]:
@@ -325,32 +322,20 @@ def follower_process(args: WorkerArgs, spec: RankSpec) -> None:
         ranks.close()
 
 
-def _missing_step_row(path: Path, row: dict[str, Any] | None) -> dict[str, Any] | None:
+def _missing_step_row(path: Path, row: dict[str, Any] | None) -> StepRow | None:
     """The ``learner.jsonl`` step row to write for the resumed version's step (from its
     meta.json's ``step_row``, marked ``recovered``) when the file has no row for that step; else None."""
     if row is None:
         return None
-    have: set[int] = set()
-    if path.is_file():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                old = json.loads(line)
-            except ValueError:  # a torn last line: open_for_append ends it
-                continue
-            if isinstance(old, dict) and old.get("event") == "step" and isinstance(old.get("step"), int):
-                have.add(old["step"])
-    if row["step"] in have:
+    if row["step"] in {r.step for r in read_log(path.parent) if isinstance(r, StepRow)}:
         return None
-    return {"event": "step", "idle_s": 0.0, **row, "version": row["published_version"], "claimed": 0,
-            "recovered": True}
+    recovered = decode({**row, "event": "step", "idle_s": 0.0, "version": row["published_version"], "claimed": 0,
+                        "recovered": True})
+    assert isinstance(recovered, StepRow)
+    return recovered
 
 
 def _torch_threads() -> int:
     import torch
 
     return torch.get_num_threads()
-
-
-def _write(out: Any, row: dict[str, Any]) -> None:
-    out.write(json.dumps(row, default=str) + "\n")
-    out.flush()

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from gymfleet.cli.options import BucketOption, SetOption, TrainConfigArg
 from gymfleet.orchestrator import display_url
+from gymfleet.trainer import StepRow
 
 if TYPE_CHECKING:
     from gymfleet.run.learner import LearnerHandle
@@ -32,7 +33,7 @@ def learn_command(
     bucket, until the budget is spent or SIGINT/SIGTERM; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config, url_overrides
     from gymfleet.run.learner import ThreadLearner
-    from gymfleet.run.report import last_event
+    from gymfleet.trainer import EndRow, last_row
     from gymfleet.run.resume import refuse_changed_settings
 
     cfg = load_train_config(config, list(set_ or []) + url_overrides(store, bucket))  # errors: one line, exit 2 (gymfleet.cli.errors)
@@ -47,8 +48,9 @@ def learn_command(
                   markup=False, highlight=False)
     learner.start()
     asyncio.run(_run_out(learner, cfg.budget.max_wall_s))
-    end = last_event(report, "end")
-    console.print(f"learner stopped at step {end.get('step')}, policy v{end.get('version')} in {cfg.bucket}; "
+    end = last_row(report, EndRow)
+    where = f"at step {end.step}, policy v{end.version}" if end is not None else "before its first step"
+    console.print(f"learner stopped {where} in {cfg.bucket}; "
                   "rerun the same command to resume", markup=False, highlight=False)
 
 
@@ -71,6 +73,6 @@ def _stop_on_signals(learner: LearnerHandle) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def _print_step(row: dict[str, Any]) -> None:
-    console.print(f"step {row['step']}: {row['n_groups']} groups, mean reward {row['mean_reward']:.3f}, "
-                  f"loss {row['loss']:.4f}, policy v{row['version']}", markup=False, highlight=False)
+def _print_step(row: StepRow) -> None:
+    console.print(f"step {row.step}: {row.n_groups} groups, mean reward {row.mean_reward:.3f}, "
+                  f"loss {row.loss:.4f}, policy v{row.version}", markup=False, highlight=False)

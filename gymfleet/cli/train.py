@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,7 +13,10 @@ from rich.text import Text
 
 from gymfleet.cli.options import ReportToOption, SetOption, TrainConfigArg, report_to_overrides
 from gymfleet.run.display import PLAIN_INTERVAL_S
-from gymfleet.run.records import Gain, TrainReport, gains_text
+
+if TYPE_CHECKING:
+    from gymfleet.run.placement import Placement
+    from gymfleet.run.records import HeldOutSection, TrainReport
 
 console = Console(stderr=True)
 console.soft_wrap = not console.is_terminal  # piped: lines stay whole (never cut at 80 columns)
@@ -37,33 +40,26 @@ def train_command(
 ) -> None:
     """Trains a LoRA adapter with GRPO on the config's task mix; rerun the same command to resume."""
     from gymfleet.run.config import load_train_config
-    from gymfleet.run.job import RunCompleteError, train
+    from gymfleet.run.job import RunCompleteError, run_job
+    from gymfleet.run.local import LocalPlacement
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_train_config(config, list(set_ or []) + report_to_overrides(report_to))  # errors: one line, exit 2 (gymfleet.cli.errors)
+    placement: Placement = LocalPlacement()
     if cluster is not None:
-        from gymfleet.run.cluster import train_on_cluster
+        from gymfleet.run.cluster import ray_placement
 
-        try:
-            report = train_on_cluster(cfg, cluster, console, progress_every_s=progress_every)
-        except RunCompleteError as done:
-            console.print(str(done), markup=False, highlight=False, soft_wrap=True)
-            return
-        console.print(f"run {report.run_id} on Ray: {report.run_status}, {report.n_steps} learner steps "
-                      f"(last step {'-' if report.last_step is None else report.last_step}), policy v{report.final_version}, {report.wall_s:.0f} s",
-                      markup=False, highlight=False)
-        _verdict(report, require_learning)
-        print(f"report: {Path(cfg.report_dir).resolve() / 'report.json'}")
-        return
+        placement = ray_placement(cfg, cluster)
     try:
-        outcome = asyncio.run(train(cfg, console=console, live=progress and console.is_terminal,
-                                    progress_every_s=progress_every))
+        outcome = asyncio.run(run_job(cfg, placement, console=console, live=progress and console.is_terminal,
+                                      progress_every_s=progress_every))
     except RunCompleteError as done:  # a rerun of a finished run: nothing to do, not an error
         console.print(str(done), markup=False, highlight=False, soft_wrap=True)
         return
     r = outcome.report
     console.print(
-        f"run {r.run_id} ({r.mode}): {r.run_status}, {r.n_steps} learner steps this start (last step {'-' if r.last_step is None else r.last_step}), "
+        f"run {r.run_id} ({r.mode}{', on Ray' if r.cluster is not None else ''}): {r.run_status}, {r.n_steps} learner "
+        f"steps this start (last step {'-' if r.last_step is None else r.last_step}), "
         f"policy v{r.final_version}, {r.wall_s:.0f} s; learner idle {r.learner_idle_fraction:.0%}, "
         f"generation idle {r.generation_idle_fraction:.0%}; {r.zero_variance_groups} zero-variance groups"
         + _not_loaded(r),
@@ -74,9 +70,10 @@ def train_command(
     from gymfleet.trainer import EXIT_REFUSED
 
     if outcome.learner_exitcode == EXIT_REFUSED:  # it said why (learner.jsonl's error row)
-        from gymfleet.run.report import last_event
+        from gymfleet.trainer import ErrorRow, last_row
 
-        why = last_event(Path(cfg.report_dir), "error").get("message", "see learner.log in the report folder")
+        error = last_row(Path(cfg.report_dir), ErrorRow)
+        why = error.message if error is not None else "see learner.log in the report folder"
         console.print(Text("the learner stopped: ", style="red") + Text(why), soft_wrap=True)
         raise typer.Exit(3)
     _policy_loaded(r)
@@ -97,7 +94,7 @@ def _verdict(report: TrainReport, require_learning: bool) -> None:
     if require_learning:
         from gymfleet.run.verdict import require_learning_failure
 
-        failed = require_learning_failure(report.to_dict())
+        failed = require_learning_failure(report)
         if failed is not None:
             console.print(Text("--require-learning: ", style="red") + Text(failed), soft_wrap=True)
             raise typer.Exit(3)
@@ -110,10 +107,10 @@ def _policy_loaded(report: TrainReport) -> None:
     failures = report.adapter_load_failures
     if not failures:
         return
-    last = max(failures, key=lambda f: f["version"])
-    if last["version"] > report.served_version:
+    last = max(failures, key=lambda f: f.version)
+    if last.version > report.served_version:
         console.print(Text("the policy could not be loaded: ", style="red") + Text(
-            f"v{last['version']} was skipped by the engines ({last['error'][:300]}); they serve "
+            f"v{last.version} was skipped by the engines ({last.error[:300]}); they serve "
             f"v{report.served_version}. Fix the replicas or the bucket, then run the same command again"),
             soft_wrap=True)
         raise typer.Exit(3)
@@ -121,19 +118,19 @@ def _policy_loaded(report: TrainReport) -> None:
 
 def _not_loaded(report: TrainReport) -> str:
     """The summary's note on adapter versions the engines skipped (empty when none was)."""
-    skipped = [f"v{f['version']}" for f in report.adapter_load_failures]
+    skipped = [f"v{f.version}" for f in report.adapter_load_failures]
     return f"; adapter versions not loaded: {', '.join(skipped)} (engines serve v{report.served_version})" if skipped else ""
 
 
-def _evaluation_lines(evaluation: dict[str, Any] | None) -> list[str]:
+def _evaluation_lines(evaluation: HeldOutSection | None) -> list[str]:
     """``held-out pass@1 (reward >= 1.0) echo: base 0.250 ± 0.153 (n=8), final ...; final vs warm start +0.250
     ± 0.234 (1.1 SE)`` per family (the gains: :func:`gymfleet.run.records.gains_text`), from the
     report's ``evaluation`` section."""
-    if not evaluation:
+    from gymfleet.run.records import gains_text
+
+    if evaluation is None:
         return []
-    head = f"held-out pass@1 (reward >= {evaluation['threshold']:g}) "
-    gains = evaluation.get("gains") or {}
-    return [head + f"{family}: " + ", ".join(f"{name} {s['pass_at_1']:.3f} ± {s['se']:.3f} (n={s['n']})"
-                                            for name, s in by_policy.items())
-            + gains_text({name: Gain(**g) for name, g in gains.get(family, {}).items()})
+    head = f"held-out pass@1 (reward >= {evaluation.threshold:g}) "
+    return [head + f"{family}: " + ", ".join(f"{name} {s.describe()}" for name, s in by_policy.items())
+            + gains_text(evaluation.gains.get(family, {}))
             for family, by_policy in evaluation["by_family"].items()]

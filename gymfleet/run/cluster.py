@@ -30,7 +30,10 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from rich.console import Console
 
@@ -38,13 +41,18 @@ from gymfleet.core.errors import ConfigError, GymfleetError, TrainError
 from gymfleet.orchestrator import RunConfig, RunStatus, TrajectoryStore
 from gymfleet.run.config import ClusterConfig, TrainConfig
 from gymfleet.run.display import PLAIN_INTERVAL_S, summary_line
-from gymfleet.run.job import run_job
 from gymfleet.run.learner import EXIT_WAIT_S, LearnerHandle
 from gymfleet.run.placement import GrpoOutcome
-from gymfleet.run.ray_roles import LearnerRole, ReplicaRole, ShardResult, ShardRole, replica_engine, shard_policy_engines
-from gymfleet.run.records import GenerationTimeline, TrainReport
-from gymfleet.run.report import last_event
-from gymfleet.trainer import AdapterBucket, WorkerArgs
+from gymfleet.run.heldout import HeldOutEvaluation
+from gymfleet.run.ray_roles import (
+    LearnerRole, ReplicaRole, ShardRole, StageRole, replica_engine, shard_policy_engines)
+from gymfleet.run.records import ClusterSection, GenerationTimeline, ReplicaStats, ShardResult
+from gymfleet.run.warmstart import WarmStartOutcome, describe
+from gymfleet.trainer import AdapterBucket, EndRow, StepRow, WorkerArgs, last_row
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +68,13 @@ class RayLearner(LearnerHandle):
         end: the learner's last ``end`` event of learner.jsonl, once :meth:`wait` returned.
     """
 
-    def __init__(self, args: WorkerArgs, ray: Any, options: dict[str, Any]) -> None:
+    def __init__(self, args: WorkerArgs, ray: ModuleType, options: dict[str, JsonValue]) -> None:
         super().__init__(args)
         self.ray = ray
         self.options = options
-        self.actor: Any = None
-        self.ref: Any = None
-        self.end: dict[str, Any] = {}
+        self.actor: ActorHandle | None = None
+        self.ref: ObjectRef | None = None
+        self.end: EndRow | None = None
 
     def start(self) -> None:
         self.actor = self.ray.remote(LearnerRole).options(**self.options).remote(self.args)
@@ -107,18 +115,75 @@ class RayLearner(LearnerHandle):
 
 
 class RayPlacement:
-    """The GRPO stage's roles as Ray actors on the cluster ``ray`` is connected to.
+    """The job's roles as Ray actors on the cluster ``ray`` is connected to: GRPO's shards,
+    replicas and learner, and a :class:`~gymfleet.run.ray_roles.StageRole` for the warm start (on
+    the learner's resources) and for each held-out evaluation (on a shard's resources).
 
     Args:
         ray: the ``ray`` module, initialised.
         address: the cluster's address (for the report).
         hosts: the cluster's live hosts.
+
+    Attributes:
+        stages: where each stage around GRPO ran (``warm_start``, ``heldout_base``, ``heldout``),
+            the report's ``cluster.stages``.
     """
 
-    def __init__(self, ray: Any, address: str, hosts: set[str]) -> None:
+    def __init__(self, ray: ModuleType, address: str, hosts: set[str]) -> None:
         self.ray = ray
         self.address = address
         self.hosts = hosts
+        self.stages: dict[str, str] = {}
+
+    async def warm_start(self, cfg: TrainConfig, console: Console) -> WarmStartOutcome | None:
+        """The warm start on a :class:`StageRole` actor where the learner trains (see
+        :meth:`gymfleet.run.placement.Placement.warm_start`)."""
+        if not cfg.warmstart.enabled:
+            return None
+        cl = cfg.cluster
+        outcome = await self._on_actor("warm_start", {"num_cpus": cl.learner_cpus, "num_gpus": cl.learner_gpus,
+                                                      "resources": cl.learner_resources}, cfg)
+        assert outcome is None or isinstance(outcome, WarmStartOutcome)
+        if outcome is not None:
+            console.print(describe(outcome), markup=False, highlight=False)
+        return outcome
+
+    async def heldout(self, cfg: TrainConfig, console: Console, *, base_only: bool = False,
+                      known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
+        """The held-out evaluation on a :class:`StageRole` actor where a shard would run (see
+        :meth:`gymfleet.run.placement.Placement.heldout`)."""
+        cl = cfg.cluster
+        console.print(f"held-out evaluation{' of the base model' if base_only else ''} on a Ray actor",
+                      markup=False, highlight=False)
+        evaluation = await self._on_actor("heldout_base" if base_only else "heldout", {
+            "num_cpus": cl.shard_cpus, "resources": cl.shard_resources}, cfg, base_only, known)
+        assert isinstance(evaluation, HeldOutEvaluation)
+        return evaluation
+
+    async def _on_actor(self, stage: str, options: dict[str, JsonValue], *args: object) -> object:
+        """Runs ``StageRole.<stage>(*args)`` on a fresh actor placed with ``options``, then ends it.
+
+        Raises:
+            GymfleetError: the one the stage raised on the actor (a config, a store, the bucket).
+            TrainError: the actor died.
+        """
+        ray = self.ray
+        actor = ray.remote(StageRole).options(name=f"gymfleet-{stage.replace('_', '-')}-{id(self)}",
+                                              max_restarts=0, **options).remote()
+        method = "heldout" if stage.startswith("heldout") else stage
+        try:
+            result, where = await asyncio.to_thread(ray.get, getattr(actor, method).remote(*args))
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, GymfleetError):
+                raise cause from None
+            raise TrainError(f"the {stage} stage failed on its Ray actor: {exc}") from exc
+        except ray.exceptions.RayError as exc:
+            raise TrainError(f"the {stage} stage's Ray actor died: {exc}") from exc
+        finally:
+            ray.kill(actor, no_restart=True)
+        self.stages[stage] = where
+        return result
 
     async def grpo(self, cfg: TrainConfig, console: Console, live: bool | None = None,
                    progress_every_s: float | None = None) -> GrpoOutcome:
@@ -160,14 +225,14 @@ class RayPlacement:
             learner.kill()
             swept = await asyncio.to_thread(_sweep_nodes, ray, run.run_id)
         end = learner.end
-        spent = wall_spent or (cfg.budget.max_steps is not None and end.get("step") == cfg.budget.max_steps)
+        spent = wall_spent or (cfg.budget.max_steps is not None and end is not None and end.step == cfg.budget.max_steps)
         status = RunStatus.completed_budget if spent else RunStatus.interrupted
         await _record_status(cfg.run.store, run.run_id, status)
         return GrpoOutcome(
             GenerationTimeline(started_at=started_at, wall_s=time.monotonic() - t0),
             status,
-            cluster={"address": self.address, "hosts": sorted(self.hosts), "shards": [r.__dict__ for r in results],
-                     "learner_end": end, "sandboxes_swept": swept, "replicas": replica_stats})
+            cluster=ClusterSection(self.address, sorted(self.hosts), results, end, swept, replica_stats,
+                                   self.stages))  # the held-out stage after GRPO adds its entry to the same dict
 
 
 async def _record_status(store_url: str, run_id: str, status: RunStatus) -> None:
@@ -201,9 +266,9 @@ async def progress_lines(cfg: TrainConfig, console: Console, t0: float, interval
             except (GymfleetError, OSError) as exc:
                 log.debug("no progress line this time: %s", exc)
                 continue
-            step = last_event(Path(cfg.report_dir), "step").get("step")
+            row = last_row(Path(cfg.report_dir), StepRow)
             console.print(summary_line(summary, time.monotonic() - t0, version,
-                                       f"learner step {'-' if step is None else step}"),
+                                       f"learner step {'-' if row is None else row.step}"),
                           markup=False, highlight=False, soft_wrap=True)
 
 
@@ -246,22 +311,17 @@ def check_resources(offered: dict[str, float], cl: ClusterConfig) -> None:
                                   f"cluster.{role}_resources / {role}_cpus / {role}_gpus")
 
 
-def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = None,
-                     progress_every_s: float | None = None) -> TrainReport:
-    """Runs the training job of ``cfg`` (:func:`gymfleet.run.job.run_job`) with its GRPO stage on
-    the Ray cluster at ``address`` (:class:`RayPlacement`); writes and returns the report
-    (``report_dir``/report.json).
+def ray_placement(cfg: TrainConfig, address: str) -> RayPlacement:
+    """Connects to the Ray cluster at ``address`` and checks that it can run ``cfg``: the
+    placement ``gymfleet train --cluster`` hands :func:`gymfleet.run.job.run_job`.
 
     Args:
         cfg: the training run (async mode).
         address: ``auto`` (the cluster this machine is part of) or ``ray://HOST:PORT``, or the
             address ``ray.init`` takes.
-        progress_every_s: seconds between plain progress lines (default 10).
 
     Raises:
-        ConfigError: Ray is not installed, sync mode, a store/bucket the nodes cannot share, a
-            role asking for resources no node offers, or replica actors that did not start.
-        TrainError: the learner failed for good (after its restarts).
+        ConfigError: Ray is not installed, sync mode, or a store/bucket the nodes cannot share.
     """
     try:
         import ray
@@ -273,13 +333,11 @@ def train_on_cluster(cfg: TrainConfig, address: str, console: Console | None = N
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     hosts = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
     check_reachable(cfg.run.store, cfg.bucket, hosts)
-    outcome = asyncio.run(run_job(cfg, RayPlacement(ray, address, hosts), console=console, live=False,
-                                  progress_every_s=progress_every_s))
-    return outcome.report
+    return RayPlacement(ray, address, hosts)
 
 
-def _place_replicas(ray: Any, run: RunConfig, cl: ClusterConfig,
-                    restarts: dict[str, Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+def _place_replicas(ray: ModuleType, run: RunConfig, cl: ClusterConfig,
+                    restarts: dict[str, int]) -> tuple[list[ActorHandle], list[dict[str, JsonValue]]]:
     """Starts ``cl.replicas_per_shard`` replica actors per shard and waits until they serve;
     returns them and each shard's run config (its ``policy.engines`` the replicas' URLs when
     there are replicas, else the run's own)."""
@@ -305,7 +363,8 @@ def _place_replicas(ray: Any, run: RunConfig, cl: ClusterConfig,
     return replicas, configs
 
 
-def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any], wait_s: float) -> list[ShardResult]:
+def _stop_shards(ray: ModuleType, shards: list[ActorHandle], shard_runs: list[ObjectRef],
+                 wait_s: float) -> list[ShardResult]:
     """Asks every shard to stop and collects what each did; a shard that is gone (its node
     died, not restarted) or does not stop in time is left out."""
     for s in shards:
@@ -320,7 +379,7 @@ def _stop_shards(ray: Any, shards: list[Any], shard_runs: list[Any], wait_s: flo
     return results
 
 
-def _replica_stats(ray: Any, replicas: list[Any]) -> list[dict[str, Any]]:
+def _replica_stats(ray: ModuleType, replicas: list[ActorHandle]) -> list[ReplicaStats]:
     """Each live replica's :meth:`ReplicaRole.stats` (one that is gone is left out)."""
     stats = []
     for replica in replicas:
@@ -339,7 +398,7 @@ def _sweep_sandboxes(run_id: str) -> int:
     return sum(r.removed for r in asyncio.run(sweep(run_id=run_id)))
 
 
-def _sweep_nodes(ray: Any, run_id: str) -> dict[str, int]:
+def _sweep_nodes(ray: ModuleType, run_id: str) -> dict[str, int]:
     """Sweeps every live node for the run's orphaned sandboxes; per node id, how many went."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -9,29 +9,20 @@ comparison is paired. A rollout passes when its reward is >= ``pass_threshold`` 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.evaluate import evaluate
-from gymfleet.run.records import Gain, PassRate, gains_text
+from gymfleet.run.records import Gain, HeldOutSection, PassRate, PolicySource, gains_text
 from gymfleet.trainer import AdapterBucket
 
 POLICIES = ("base", "warm_start", "final")
 """The policies compared, in the report's order."""
-
-
-@dataclass(frozen=True)
-class PolicySource:
-    """A policy to evaluate: ``adapter`` is a PEFT folder (None: the base model)."""
-
-    name: str
-    adapter: str | None = None
-    version: int | None = None
 
 
 BASE = PolicySource("base")
@@ -76,19 +67,15 @@ class HeldOutEvaluation:
                          for after, before in COMPARISONS if after in by_policy and before in by_policy}
                 for family, by_policy in self.scores.items()}
 
-    def as_dict(self) -> dict[str, Any]:
+    def section(self) -> HeldOutSection:
         """The report's ``evaluation`` section (``gains``: :meth:`gains`, delta ± its SE and z)."""
-        return {
-            "metric": f"pass@1: fraction of rollouts with reward >= {self.threshold}; "
-                      "se = sqrt(p(1-p)/n), the binomial standard error",
-            "threshold": self.threshold, "samples_per_instance": self.samples_per_instance, "seed": self.seed,
-            "instances": self.instances, "policies": [asdict(p) for p in self.policies],
-            "by_family": {family: {name: asdict(score) for name, score in by_policy.items()}
-                          for family, by_policy in self.scores.items()},
-            "gains": {family: {name: asdict(gain) for name, gain in by_name.items()}
-                      for family, by_name in self.gains().items()},
-            "errors": dict(self.errors),
-        }
+        return HeldOutSection(
+            metric=f"pass@1: fraction of rollouts with reward >= {self.threshold}; "
+                   "se = sqrt(p(1-p)/n), the binomial standard error",
+            threshold=self.threshold, samples_per_instance=self.samples_per_instance, seed=self.seed,
+            instances=dict(self.instances), policies=list(self.policies),
+            by_family={family: dict(by_policy) for family, by_policy in self.scores.items()},
+            gains=self.gains(), errors=dict(self.errors))
 
     def lines(self) -> list[str]:
         """One line per family: ``echo: base 0.250 ± 0.153 (n=8), warm_start ..., final 0.500 ± 0.177 (n=8);
@@ -176,3 +163,19 @@ async def evaluate_heldout(cfg: TrainConfig, policies: list[PolicySource], workd
                               markup=False, highlight=False)
         by_adapter.setdefault(policy.adapter, policy.name)
     return out
+
+
+async def heldout_stage(cfg: TrainConfig, console: Console, *, base_only: bool = False,
+                        known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
+    """The training job's held-out stage, wherever its placement runs it: the base model alone
+    (``base_only``: ``heldout.base_first``, before anything trains), or every policy the run's
+    bucket has (the base, unless ``known`` holds it already): the report's ``evaluation``.
+    Adapters are fetched into ``<report_dir>/heldout/adapters`` by whoever runs it."""
+    workdir = Path(cfg.report_dir) / "heldout"
+    if base_only:
+        return await evaluate_heldout(cfg, [BASE], workdir, console)
+    bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
+    policies = await asyncio.to_thread(run_policies, bucket, workdir / "adapters")
+    console.print(f"held-out evaluation of {', '.join(p.name for p in policies)} on "
+                  f"{sum(map(len, cfg.heldout.instances.values()))} instances", markup=False, highlight=False)
+    return await evaluate_heldout(cfg, policies, workdir, console, known)

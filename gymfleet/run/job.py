@@ -28,15 +28,14 @@ from rich.console import Console
 from gymfleet.core.errors import GymfleetError, TrainError
 from gymfleet.orchestrator import TransformersEngineConfig, task_needs, TrajectoryStore
 from gymfleet.run.config import TrainConfig
-from gymfleet.run.heldout import BASE, HeldOutEvaluation, evaluate_heldout, run_policies
+from gymfleet.run.heldout import HeldOutEvaluation
 from gymfleet.run.local import LocalPlacement
 from gymfleet.run.placement import GrpoOutcome, Placement
-from gymfleet.run.records import TrainReport
+from gymfleet.run.records import TorchThreads, TrainReport
 from gymfleet.run.report import build_report, write_report
 from gymfleet.run.resume import refuse_changed_settings
 from gymfleet.run.tracking import Tracking, tracked
 from gymfleet.run.threads import usable_cpus
-from gymfleet.run.warmstart import warm_start_if_new
 from gymfleet.trainer import AdapterBucket
 
 
@@ -74,12 +73,12 @@ class _Job:
 async def _heldout_base(job: _Job) -> bool:
     if not (job.cfg.heldout.enabled and job.cfg.heldout.base_first):
         return False
-    job.evaluation = await evaluate_heldout(job.cfg, [BASE], _heldout_dir(job.cfg), job.console)  # before training
+    job.evaluation = await job.placement.heldout(job.cfg, job.console, base_only=True)  # before training
     return True
 
 
 async def _warm_start(job: _Job) -> bool:
-    await warm_start_if_new(job.cfg, job.console)  # warmstart.enabled on a new run: v1 from demonstrations
+    await job.placement.warm_start(job.cfg, job.console)  # warmstart.enabled on a new run: v1 from demonstrations
     return True
 
 
@@ -92,7 +91,7 @@ async def _heldout(job: _Job) -> bool:
     if not (job.cfg.heldout.enabled and job.grpo is not None and job.grpo.may_evaluate):
         job.evaluation = None  # a run that failed or was stopped is not evaluated
         return False
-    job.evaluation = await evaluate_end(job.cfg, job.console, job.evaluation)
+    job.evaluation = await job.placement.heldout(job.cfg, job.console, known=job.evaluation)
     return True
 
 
@@ -167,14 +166,13 @@ async def _report(job: _Job) -> JobOutcome:
     assert grpo is not None
     report = build_report(
         Path(cfg.report_dir), cfg.mode, grpo.timeline, cfg.run.run_id,
-        run_status=grpo.run_status.value, budget=cfg.budget.model_dump(mode="json"),
-        learner_exitcode=grpo.learner_exitcode,
-        dynamic_sampling=cfg.learner.dynamic_sampling.model_dump(mode="json"),
-        torch_threads={"cpus": usable_cpus(), "learner": cfg.learner_threads, "engines": {
-            e.name: e.n_threads for e in cfg.run.policy.engines if isinstance(e, TransformersEngineConfig)}},
+        run_status=grpo.run_status.value, budget=cfg.budget, learner_exitcode=grpo.learner_exitcode,
+        dynamic_sampling=cfg.learner.dynamic_sampling,
+        torch_threads=TorchThreads(usable_cpus(), cfg.learner_threads, {
+            e.name: e.n_threads for e in cfg.run.policy.engines if isinstance(e, TransformersEngineConfig)}),
         stages_s=job.stages_s, rollout_timings=await _rollout_timings(cfg),
         error=grpo.error, cluster=grpo.cluster,
-        evaluation=job.evaluation.as_dict() if job.evaluation is not None and grpo.may_evaluate else None)
+        evaluation=job.evaluation.section() if job.evaluation is not None and grpo.may_evaluate else None)
     path = write_report(Path(cfg.report_dir), report)
     if job.tracking is not None:
         await asyncio.to_thread(job.tracking.heldout, report.evaluation)
@@ -219,18 +217,3 @@ async def _rollout_timings(cfg: TrainConfig) -> list[dict[str, float]]:
     except GymfleetError:
         return []
     return [r.trajectory.timings for r in rows]
-
-
-def _heldout_dir(cfg: TrainConfig) -> Path:
-    return Path(cfg.report_dir) / "heldout"
-
-
-async def evaluate_end(cfg: TrainConfig, console: Console,
-                       known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
-    """The held-out evaluation of every policy the run's bucket has (the base, unless ``known``
-    holds it already): the report's ``evaluation``."""
-    bucket = AdapterBucket(cfg.bucket, cfg.run.run_id)
-    policies = await asyncio.to_thread(run_policies, bucket, _heldout_dir(cfg) / "adapters")
-    console.print(f"held-out evaluation of {', '.join(p.name for p in policies)} on "
-                  f"{sum(map(len, cfg.heldout.instances.values()))} instances", markup=False, highlight=False)
-    return await evaluate_heldout(cfg, policies, _heldout_dir(cfg), console, known)

@@ -24,9 +24,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from multiprocessing.context import SpawnProcess
 from contextlib import contextmanager
-from typing import Any
 
-from gymfleet.trainer import WorkerArgs, learn, learner_process
+from gymfleet.trainer import StepRow, WorkerArgs, learn, learner_process
 
 EXIT_WAIT_S = 600.0
 """Seconds :meth:`LearnerHandle.wait` gives a stopped learner to publish and exit before it is killed."""
@@ -150,7 +149,7 @@ class ThreadLearner(LearnerHandle):
         on_step: called with each step's row of ``learner.jsonl``.
     """
 
-    def __init__(self, args: WorkerArgs, on_step: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, args: WorkerArgs, on_step: Callable[[StepRow], None] | None = None) -> None:
         super().__init__(args)
         self.on_step = on_step
         self.error: BaseException | None = None

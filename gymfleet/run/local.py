@@ -29,9 +29,11 @@ from gymfleet.orchestrator import PolicyGateway, RunOutcome, Scheduler, RunStatu
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
+from gymfleet.run.heldout import HeldOutEvaluation, heldout_stage
 from gymfleet.run.learner import LearnerHandle, ProcessLearner
 from gymfleet.run.placement import GrpoOutcome
 from gymfleet.run.records import GenerationTimeline
+from gymfleet.run.warmstart import WarmStartOutcome, warm_start_if_new
 from gymfleet.trainer import AdapterBucket
 
 SAMPLE_S = 0.05
@@ -200,7 +202,17 @@ class _Grpo:
 
 
 class LocalPlacement:
-    """The GRPO stage's roles on this machine (:mod:`gymfleet.run.local`)."""
+    """Every role of the job on this machine (:mod:`gymfleet.run.local`): the warm start and the
+    held-out evaluation in this event loop, GRPO's orchestrator here and its learner in a process."""
+
+    async def warm_start(self, cfg: TrainConfig, console: Console) -> WarmStartOutcome | None:
+        """See :meth:`gymfleet.run.placement.Placement.warm_start`."""
+        return await warm_start_if_new(cfg, console)
+
+    async def heldout(self, cfg: TrainConfig, console: Console, *, base_only: bool = False,
+                      known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
+        """See :meth:`gymfleet.run.placement.Placement.heldout`."""
+        return await heldout_stage(cfg, console, base_only=base_only, known=known)
 
     async def grpo(self, cfg: TrainConfig, console: Console, live: bool | None = None,
                    progress_every_s: float | None = None) -> GrpoOutcome:

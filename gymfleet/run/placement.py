@@ -1,23 +1,29 @@
-"""Placement: where a training job's GRPO stage runs its roles (orchestrator, engines, learner).
+"""Placement: where a training job's stages run their roles.
 
-The job (:mod:`gymfleet.run.job`) is a list of stages over one run (warm start, GRPO, held-out
-evaluation, the report and its verdict); only the GRPO stage has roles to place, and it asks its
-:class:`Placement` to run them: :class:`~gymfleet.run.local.LocalPlacement` (this process's event
-loop and a learner process) or :class:`~gymfleet.run.cluster.RayPlacement` (Ray actors). The
-stages never see which.
+The job (:mod:`gymfleet.run.job`) is a list of stages over one run (held-out base, warm start,
+GRPO, held-out evaluation, the report and its verdict); every stage that does work asks its
+:class:`Placement` for the role it needs: the warm start (demonstrations and SFT), the held-out
+evaluation, and GRPO's orchestrator, engines and learner.
+:class:`~gymfleet.run.local.LocalPlacement` runs them in this process (the learner in a process
+of its own); :class:`~gymfleet.run.cluster.RayPlacement` as Ray actors. The stages never see
+which, and no placement imports the job (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError
 from gymfleet.orchestrator import RunStatus
 from gymfleet.run.config import TrainConfig
-from gymfleet.run.records import GenerationTimeline
+from gymfleet.run.records import ClusterSection, GenerationTimeline
+
+if TYPE_CHECKING:
+    from gymfleet.run.heldout import HeldOutEvaluation
+    from gymfleet.run.warmstart import WarmStartOutcome
 
 
 @dataclass
@@ -42,7 +48,7 @@ class GrpoOutcome:
     failure: GymfleetError | None = None
     crash: BaseException | None = None
     signalled: bool = False
-    cluster: dict[str, Any] | None = None
+    cluster: ClusterSection | None = None
 
     @property
     def error(self) -> str | None:
@@ -57,7 +63,29 @@ class GrpoOutcome:
 
 
 class Placement(Protocol):
-    """Runs a training job's GRPO stage somewhere."""
+    """Runs a training job's roles somewhere."""
+
+    async def warm_start(self, cfg: TrainConfig, console: Console) -> WarmStartOutcome | None:
+        """Called once per job, before GRPO: the warm start when ``warmstart.enabled`` and the
+        bucket is empty (:func:`gymfleet.run.warmstart.warm_start_if_new`), where this placement
+        trains; None when it was skipped.
+
+        Raises:
+            GymfleetError: as :func:`gymfleet.run.warmstart.run_warm_start`.
+        """
+        ...
+
+    async def heldout(self, cfg: TrainConfig, console: Console, *, base_only: bool = False,
+                      known: HeldOutEvaluation | None = None) -> HeldOutEvaluation:
+        """Called before GRPO with ``base_only`` (``heldout.base_first``) and after it (every
+        policy the bucket has, ``known`` holding what was scored already), when
+        ``heldout.enabled``: :func:`gymfleet.run.heldout.heldout_stage`, where this placement
+        plays the tasks' envs.
+
+        Raises:
+            ConfigError: a held-out family cannot run (as :func:`gymfleet.run.heldout.evaluate_heldout`).
+        """
+        ...
 
     async def grpo(self, cfg: TrainConfig, console: Console, live: bool | None,
                    progress_every_s: float | None) -> GrpoOutcome:

@@ -1,37 +1,31 @@
 """The Ray actors of ``gymfleet train --cluster`` (:mod:`gymfleet.run.cluster` places them):
-an orchestrator shard, an embedded inference replica, the learner."""
+an orchestrator shard, an embedded inference replica, the learner, and the stages around GRPO
+(warm start, held-out evaluation)."""
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 import shutil
 import socket
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
+from rich.console import Console
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator import RunConfig, TransformersEngineConfig, VLLMEngineConfig, RunOutcome
 from gymfleet.run.collection import collect
-from gymfleet.run.config import ClusterConfig
+from gymfleet.run.config import ClusterConfig, TrainConfig
 from gymfleet.run.follow import BucketFollower
-from gymfleet.run.report import last_event
-from gymfleet.trainer import AdapterBucket, WorkerArgs, learn
-
-
-@dataclass(frozen=True)
-class ShardResult:
-    """What one shard did (this start)."""
-
-    index: int
-    status: str
-    completed: int
-    by_status: dict[str, int]
-    loads: list[dict[str, float]]
+from gymfleet.run.heldout import HeldOutEvaluation, heldout_stage
+from gymfleet.run.records import ReplicaStats, ShardResult
+from gymfleet.run.warmstart import WarmStartOutcome, warm_start_if_new
+from gymfleet.trainer import AdapterBucket, EndRow, WorkerArgs, last_row, learn
 
 
 class ShardRole:
@@ -40,7 +34,7 @@ class ShardRole:
     A threaded actor (``max_concurrency=2``): :meth:`stop` is called while :meth:`run` runs.
     """
 
-    def __init__(self, run: dict[str, Any], bucket_url: str, index: int, local_dir: str,
+    def __init__(self, run: dict[str, JsonValue], bucket_url: str, index: int, local_dir: str,
                  fetch_remote: bool = True) -> None:
         self.config = RunConfig.model_validate(run)
         self.bucket_url = bucket_url
@@ -72,7 +66,7 @@ async def _collect_shard(shard: ShardRole) -> ShardResult:
                               fetch_remote=shard.fetch_remote)
     outcome: RunOutcome = await collect(shard.config, follower=follower, stop=shard._stop)
     return ShardResult(shard.index, outcome.status.value, outcome.completed, dict(outcome.by_status),
-                       [{"t": ld.t, "version": ld.version, "load_s": ld.load_s} for ld in follower.loads])
+                       list(follower.loads))
 
 
 SERVED_MODEL = "base"
@@ -88,7 +82,7 @@ class ReplicaRole:
     after a restart); :meth:`address` says where once the server is up.
     """
 
-    def __init__(self, engine: dict[str, Any], port: int = 0) -> None:
+    def __init__(self, engine: dict[str, JsonValue], port: int = 0) -> None:
         import ray
         import uvicorn
 
@@ -122,14 +116,13 @@ class ReplicaRole:
             time.sleep(0.05)
         return self.url
 
-    def stats(self) -> dict[str, Any]:
-        """What this replica did since its (re)start: ``url``, ``generated_tokens``,
-        ``forward_passes`` and the adapters it holds now (``adapters``, names)."""
-        return {"url": self.url, "generated_tokens": self._engine.stats.n_generated_tokens,
-                "forward_passes": self._engine.stats.n_forward_passes, "adapters": sorted(self._engine.adapters)}
+    def stats(self) -> ReplicaStats:
+        """What this replica did since its (re)start, and the adapters it holds now."""
+        return ReplicaStats(self.url, self._engine.stats.n_generated_tokens, self._engine.stats.n_forward_passes,
+                            sorted(self._engine.adapters))
 
 
-def replica_engine(run: RunConfig, cl: ClusterConfig, index: int) -> dict[str, Any]:
+def replica_engine(run: RunConfig, cl: ClusterConfig, index: int) -> dict[str, JsonValue]:
     """The engine config of replica actor ``index``: the run's first ``kind: transformers``
     engine (or the default one), named ``replica-<index>``, with ``cluster.replica_cpus`` threads
     unless it sets its own.
@@ -149,7 +142,7 @@ def replica_engine(run: RunConfig, cl: ClusterConfig, index: int) -> dict[str, A
                                    "n_threads": base.n_threads or max(1, int(cl.replica_cpus))}).model_dump(mode="json")
 
 
-def shard_policy_engines(urls: list[str], first: int) -> list[dict[str, Any]]:
+def shard_policy_engines(urls: list[str], first: int) -> list[dict[str, JsonValue]]:
     """A shard's ``policy.engines`` when it uses replica actors: each URL as an HTTP replica
     (``kind: vllm``, the API gymfleet serve speaks) that copies adapters from the bucket itself."""
     return [VLLMEngineConfig(base_url=url, model=SERVED_MODEL, name=f"replica-{first + i}",
@@ -164,11 +157,33 @@ class LearnerRole:
         self.args = args
         self._stop = threading.Event()
 
-    def run(self) -> dict[str, Any]:
-        """Trains until the budget or :meth:`stop`; returns the last ``end`` event of learner.jsonl."""
+    def run(self) -> EndRow | None:
+        """Trains until the budget or :meth:`stop`; returns the last ``end`` row of learner.jsonl."""
         Path(self.args.report_dir).mkdir(parents=True, exist_ok=True)
         asyncio.run(learn(self.args, self._stop, mp.Value("i", 0)))
-        return last_event(Path(self.args.report_dir), "end")
+        return last_row(Path(self.args.report_dir), EndRow)
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class StageRole:
+    """A Ray actor for one of the job's stages around GRPO (:class:`~gymfleet.run.cluster.RayPlacement`
+    places it): the warm start, where the learner trains, or the held-out evaluation, where the
+    shards play the tasks' envs. Each call returns its result and where it ran
+    (``ray::StageRole`` pid PID on node NODE)."""
+
+    def warm_start(self, cfg: TrainConfig) -> tuple[WarmStartOutcome | None, str]:
+        """:func:`gymfleet.run.warmstart.warm_start_if_new` on this actor."""
+        return asyncio.run(warm_start_if_new(cfg, Console(stderr=True))), self.where()
+
+    def heldout(self, cfg: TrainConfig, base_only: bool,
+                known: HeldOutEvaluation | None) -> tuple[HeldOutEvaluation, str]:
+        """:func:`gymfleet.run.heldout.heldout_stage` on this actor."""
+        return asyncio.run(heldout_stage(cfg, Console(stderr=True), base_only=base_only, known=known)), self.where()
+
+    @staticmethod
+    def where() -> str:
+        import ray
+
+        return f"ray::StageRole pid {os.getpid()} on node {ray.get_runtime_context().get_node_id()}"

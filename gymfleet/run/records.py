@@ -1,18 +1,24 @@
 """The run's records: adapter loads, the generation timeline, held-out scores and gains, the report.
 
 Every module of ``gymfleet.run`` that writes or reads one of these imports it from here, and this
-module imports nothing of the run layer but :mod:`gymfleet.run.verdict` (which reads only the
-report's dict): it is what keeps the run layer free of import circles (collection -> follow ->
-report -> heldout -> evaluate -> collection went round before).
+module imports nothing of the run layer but the config's models: it is what keeps the run layer
+free of import circles (collection -> follow -> report -> heldout -> evaluate -> collection went
+round before). :class:`TrainReport` is typed to its leaves; :meth:`TrainReport.to_dict` and
+:meth:`TrainReport.from_dict` (pydantic's ``TypeAdapter`` over these dataclasses) are its one
+JSON boundary.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
-from gymfleet.run.verdict import no_learning_reason
+from pydantic import TypeAdapter
+
+from gymfleet.run.config import BudgetConfig
+from gymfleet.trainer import DynamicSamplingConfig, EndRow, GroupFilterStats, StepRow
 
 
 @dataclass
@@ -180,8 +186,158 @@ def z_text(z: float | None) -> str:
     return "exact" if z is None else f"{z:.1f} SE"
 
 
+@dataclass(frozen=True)
+class PolicySource:
+    """A policy to evaluate: ``adapter`` is a PEFT folder (None: the base model)."""
+
+    name: str
+    adapter: str | None = None
+    version: int | None = None
+
+
+@dataclass
+class HeldOutSection:
+    """The report's ``evaluation`` section (:meth:`gymfleet.run.heldout.HeldOutEvaluation.section`).
+
+    Attributes:
+        metric: how pass@1 and its standard error are computed, in words.
+        threshold, samples_per_instance, seed: as the evaluation ran.
+        instances: held-out instance ids per family.
+        policies: what was evaluated.
+        by_family: ``by_family[family][policy]``: the pass rate.
+        gains: ``gains[family]["final_vs_warm_start"]``: the comparisons both scores exist for.
+        errors: families that could not be evaluated, with why.
+    """
+
+    metric: str
+    threshold: float
+    samples_per_instance: int
+    seed: int
+    instances: dict[str, list[str]]
+    policies: list[PolicySource] = field(default_factory=list)
+    by_family: dict[str, dict[str, PassRate]] = field(default_factory=dict)
+    gains: dict[str, dict[str, Gain]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RewardPoint:
+    """One learner step's mean reward of one task: ``t_s`` since the run's first start, and the
+    learner start that made the step."""
+
+    t_s: float
+    reward: float
+    start: int
+
+
+@dataclass
+class ReportStep(StepRow):
+    """A learner step of the run (``learner.jsonl``'s row) and ``start``, the learner start that made it."""
+
+    start: int = 0
+
+
+@dataclass
+class LearnerStart:
+    """One learner start of the run (:func:`gymfleet.run.report.run_history`).
+
+    Attributes:
+        start: its index; t: wall-clock time; t_s: seconds since the run's first start.
+        step, version: where it resumed from; resumed: False for the run's first start.
+        steps_redone: steps an earlier start made that this one made again (lost with the
+            version they were not published in).
+    """
+
+    start: int
+    t: float
+    step: int
+    version: int
+    resumed: bool
+    steps_redone: int
+    t_s: float = 0.0
+
+
+@dataclass
+class DroppedClaim:
+    """A claim whose groups were all dropped (too stale or too long): nothing was trained."""
+
+    after_step: int
+    t_s: float
+    filter: GroupFilterStats
+
+
+@dataclass
+class TorchThreads:
+    """Usable CPUs, the learner's torch threads and each in-process engine's (by engine name)."""
+
+    cpus: int = 0
+    learner: int | None = None
+    engines: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass
+class GrpoTimes:
+    """Inside the GRPO stage, the seconds each side spent (summed over overlapping work; see
+    :func:`gymfleet.run.report.wall_time`)."""
+
+    rollouts: int = 0
+    generation_s: float = 0.0
+    env_s: float = 0.0
+    reset_s: float = 0.0
+    close_s: float = 0.0
+    learner_step_s: float = 0.0
+    learner_idle_s: float = 0.0
+    adapter_load_s: float = 0.0
+
+
+@dataclass
+class WallTime:
+    """Where a run's wall time went: seconds per stage (and ``total``), and inside GRPO."""
+
+    stages_s: dict[str, float] = field(default_factory=dict)
+    grpo: GrpoTimes = field(default_factory=GrpoTimes)
+
+
+@dataclass
+class ShardResult:
+    """What one orchestrator shard did (this start; ``train --cluster``)."""
+
+    index: int
+    status: str
+    completed: int
+    by_status: dict[str, int]
+    loads: list[AdapterLoad]
+
+
+@dataclass
+class ReplicaStats:
+    """What one replica actor did since its (re)start: tokens generated, forward passes, the
+    adapters it holds (names)."""
+
+    url: str
+    generated_tokens: int
+    forward_passes: int
+    adapters: list[str]
+
+
+@dataclass
+class ClusterSection:
+    """What each Ray role did (``train --cluster``): the cluster's address and hosts, each shard,
+    the learner's last ``end`` row, sandboxes swept per node id, each replica, and where each
+    stage around GRPO ran (``warm_start``, ``heldout_base``, ``heldout``: ``ray::StageRole pid N on
+    node ID``)."""
+
+    address: str
+    hosts: list[str]
+    shards: list[ShardResult] = field(default_factory=list)
+    learner_end: EndRow | None = None
+    sandboxes_swept: dict[str, int] = field(default_factory=dict)
+    replicas: list[ReplicaStats] = field(default_factory=list)
+    stages: dict[str, str] = field(default_factory=dict)
+
+
 OPTIONAL_SECTIONS = ("error", "evaluation", "cluster")
-"""Report sections left out of report.json when they are None (as before the record existed)."""
+"""Report sections left out of report.json when they are None."""
 
 
 @dataclass
@@ -203,81 +359,86 @@ class TrainReport:
         learner_idle_s / _fraction, generation_idle_s / _fraction: seconds (and fraction of
             ``wall_s``) the learner waited for data, and generation had nothing in flight.
         staleness_paused_s: seconds the staleness gate held admission closed.
-        staleness_histogram: samples trained, per policy versions behind the learner.
+        staleness_histogram: samples trained, per policy versions behind the learner (the key).
         tokens_trained, tokens_masked: tokens in the steps' batches, and those masked out.
         zero_variance_groups, refill_extra_claims, steps_short: dynamic sampling's counts.
-        reward_by_task: per task, ``[{t_s, reward, start}]`` per learner step, of every start of
-            the run (``t_s`` since the run's first start).
+        reward_by_task: per task, a point per learner step, of every start of the run.
         adapter_loads, adapter_load_failures, served_version: the hot-loads (``t`` relative).
         tasks_left_out: tasks this machine could not run, and why.
         learner_device: where the learner trained (None: it never started).
-        steps: one row per learner step that trained, of every start of the run
-            (learner.jsonl's, trimmed; ``start``: which start made it; steps a resumed start
-            made again replace the lost ones).
-        starts: each learner start of the run: ``{start, t, t_s, step, version, resumed,
-            steps_redone}`` (:func:`gymfleet.run.report.run_history`).
-        dropped_claims: this start's claims whose groups were all dropped (nothing trained):
-            ``{after_step, t_s, filter}``.
-        run_status: the run's status, a :class:`~gymfleet.orchestrator.store.schema.RunStatus`
-            value (``completed (budget)``, ``interrupted``, ``failed``...), on a cluster too.
-        budget: the budget section of the config.
+        steps: every learner step that trained, of every start of the run (steps a resumed
+            start made again replace the lost ones).
+        starts: each learner start of the run.
+        dropped_claims: this start's claims whose groups were all dropped (nothing trained).
+        run_status: the run's status, a ``RunStatus`` value (``completed (budget)``,
+            ``interrupted``, ``failed``...), on a cluster too.
+        budget: the config's budget.
         learner_exitcode: 0 when the learner spent its budget; None on a cluster (Ray restarts it).
         dynamic_sampling: the learner's dynamic-sampling settings.
-        torch_threads: ``{cpus, learner, engines}``: usable CPUs, the learner's and each
-            in-process engine's torch threads.
+        torch_threads: usable CPUs, the learner's and each in-process engine's torch threads.
         wall_time: where the wall time went (:func:`gymfleet.run.report.wall_time`).
         error: why the run stopped, when it failed (absent from report.json otherwise).
-        evaluation: the held-out section (:meth:`gymfleet.run.heldout.HeldOutEvaluation.as_dict`).
+        evaluation: the held-out section.
         cluster: what each Ray role did (``train --cluster`` only).
+        no_learning: why this start made no learner step, in one line (None when it made one;
+            :func:`gymfleet.run.verdict.no_learning_reason`, set by the report's builder).
     """
 
     run_id: str
     mode: str
-    wall_s: float
-    n_steps: int
-    n_claims_all_dropped: int
-    last_step: int | None
-    final_version: int
-    learner_idle_s: float
-    learner_idle_fraction: float
-    generation_idle_s: float
-    generation_idle_fraction: float
-    staleness_paused_s: float
-    staleness_histogram: dict[str, int]
-    tokens_trained: int
-    zero_variance_groups: int
-    refill_extra_claims: int
-    steps_short: int
-    tokens_masked: float
-    reward_by_task: dict[str, list[dict[str, float]]]
-    adapter_loads: list[dict[str, float]]
-    adapter_load_failures: list[dict[str, Any]]
-    served_version: int
-    tasks_left_out: dict[str, str]
-    learner_device: str | None
-    steps: list[dict[str, Any]]
-    starts: list[dict[str, Any]] = field(default_factory=list)
-    dropped_claims: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+    n_steps: int = 0
+    n_claims_all_dropped: int = 0
+    last_step: int | None = None
+    final_version: int = 0
+    learner_idle_s: float = 0.0
+    learner_idle_fraction: float = 0.0
+    generation_idle_s: float = 0.0
+    generation_idle_fraction: float = 0.0
+    staleness_paused_s: float = 0.0
+    staleness_histogram: dict[str, int] = field(default_factory=dict)
+    tokens_trained: int = 0
+    zero_variance_groups: int = 0
+    refill_extra_claims: int = 0
+    steps_short: int = 0
+    tokens_masked: float = 0.0
+    reward_by_task: dict[str, list[RewardPoint]] = field(default_factory=dict)
+    adapter_loads: list[AdapterLoad] = field(default_factory=list)
+    adapter_load_failures: list[AdapterLoadFailure] = field(default_factory=list)
+    served_version: int = 0
+    tasks_left_out: dict[str, str] = field(default_factory=dict)
+    learner_device: str | None = None
+    steps: list[ReportStep] = field(default_factory=list)
+    starts: list[LearnerStart] = field(default_factory=list)
+    dropped_claims: list[DroppedClaim] = field(default_factory=list)
     run_status: str = "interrupted"
-    budget: dict[str, Any] = field(default_factory=dict)
+    budget: BudgetConfig | None = None
     learner_exitcode: int | None = None
-    dynamic_sampling: dict[str, Any] = field(default_factory=dict)
-    torch_threads: dict[str, Any] = field(default_factory=dict)
-    wall_time: dict[str, Any] = field(default_factory=dict)
+    dynamic_sampling: DynamicSamplingConfig | None = None
+    torch_threads: TorchThreads = field(default_factory=TorchThreads)
+    wall_time: WallTime = field(default_factory=WallTime)
     error: str | None = None
-    evaluation: dict[str, Any] | None = None
-    cluster: dict[str, Any] | None = None
-
-    @property
-    def no_learning(self) -> str | None:
-        """Why this start made no learner step (:func:`gymfleet.run.verdict.no_learning_reason`)."""
-        return no_learning_reason(self._fields())
-
-    def _fields(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if not (k in OPTIONAL_SECTIONS and v is None)}
+    evaluation: HeldOutSection | None = None
+    cluster: ClusterSection | None = None
+    no_learning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """report.json's content: every field, ``no_learning`` last; ``error``, ``evaluation`` and
-        ``cluster`` only when set."""
-        out = self._fields()
-        return out | {"no_learning": no_learning_reason(out)}
+        ``cluster`` only when set (NaN pass rates stay floats, written as ``NaN``)."""
+        out = _adapter().dump_python(self)
+        reason = out.pop("no_learning")
+        return {k: v for k, v in out.items() if not (k in OPTIONAL_SECTIONS and v is None)} | {"no_learning": reason}
+
+    @classmethod
+    def from_dict(cls, content: dict[str, Any]) -> TrainReport:
+        """The report :meth:`to_dict` gave (report.json read back).
+
+        Raises:
+            pydantic.ValidationError: ``content`` is not a report.
+        """
+        return _adapter().validate_python(content)
+
+
+@cache
+def _adapter() -> TypeAdapter[TrainReport]:
+    return TypeAdapter(TrainReport)

@@ -10,25 +10,38 @@ naming the key and both values, before a rollout is generated or a file written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from pydantic import JsonValue
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.run.config import TrainConfig
 from gymfleet.trainer import AdapterBucket, BucketError
 
 
-def _model(meta: dict[str, Any]) -> Any:
-    model = (meta.get("policy") or {}).get("model")
-    if not isinstance(model, dict) or not model.get("name_or_path"):
+Meta = dict[str, JsonValue]
+"""A version's ``meta.json``."""
+Setting = JsonValue | tuple[str, str | None]
+"""A compared setting's value (the model: ``(name_or_path, gguf_file)``)."""
+
+
+def _section(meta: Meta, name: str) -> Meta:
+    section = meta.get(name)
+    return section if isinstance(section, dict) else {}
+
+
+def _model(meta: Meta) -> Setting:
+    model = _section(_section(meta, "policy"), "model")
+    name, gguf = model.get("name_or_path"), model.get("gguf_file")
+    if not isinstance(name, str) or not name:
         return None
-    return (model["name_or_path"], model.get("gguf_file"))
+    return (name, gguf if isinstance(gguf, str) else None)
 
 
-def _learner(key: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda meta: (meta.get("config") or {}).get(key)
+def _learner(key: str) -> Callable[[Meta], Setting]:
+    return lambda meta: _section(meta, "config").get(key)
 
 
-FROZEN: dict[str, tuple[Callable[[TrainConfig], Any], Callable[[dict[str, Any]], Any]]] = {
+FROZEN: dict[str, tuple[Callable[[TrainConfig], Setting], Callable[[Meta], Setting]]] = {
     "policy.model": (lambda cfg: (cfg.run.policy.model.name_or_path, cfg.run.policy.model.gguf_file), _model),
     "learner.dtype": (lambda cfg: cfg.learner.dtype, _learner("dtype")),
     "learner.lora_rank": (lambda cfg: cfg.learner.lora_rank, _learner("lora_rank")),
@@ -39,13 +52,13 @@ FROZEN: dict[str, tuple[Callable[[TrainConfig], Any], Callable[[dict[str, Any]],
 (``config``: the learner's settings, ``policy``: the rollout policy, :meth:`Learner.meta`)."""
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Setting) -> str:
     if isinstance(value, tuple):  # (name_or_path, gguf_file)
         return value[0] + (f" ({value[1]})" if value[1] else "")
     return str(value)
 
 
-def changed_settings(cfg: TrainConfig, meta: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def changed_settings(cfg: TrainConfig, meta: Meta) -> list[tuple[str, Setting, Setting]]:
     """The :data:`FROZEN` keys whose config value differs from ``meta``'s, as (key, run's, config's);
     a key ``meta`` does not record (an older version) is not compared."""
     changed = []

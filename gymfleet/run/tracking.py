@@ -31,6 +31,7 @@ from typing import Any
 
 from gymfleet.orchestrator import display_url
 from gymfleet.run.config import TrainConfig
+from gymfleet.run.records import HeldOutSection
 from gymfleet.run.trackers import HeldOutTable, Scalars, Tracker, open_trackers
 from gymfleet.trainer import STEPS_FILE
 
@@ -156,17 +157,16 @@ def learner_scalars(row: dict[str, Any]) -> Scalars | None:
     return Scalars("learner", int(row["step"]), float(row.get("t") or 0.0), dict(flatten(rest, "learner")))
 
 
-def heldout_table(evaluation: dict[str, Any], step: int) -> HeldOutTable:
+def heldout_table(evaluation: HeldOutSection, step: int) -> HeldOutTable:
     """The report's ``evaluation`` section as a :class:`HeldOutTable` (one row per family and
     policy; means ``heldout/<family>/<policy>/pass_at_1`` and ``.../mean_reward``)."""
-    versions = {p["name"]: p.get("version") for p in evaluation.get("policies", [])}
+    versions = {p.name: p.version for p in evaluation.policies}
     rows, means = [], {}
-    for family, by_policy in evaluation["by_family"].items():
+    for family, by_policy in evaluation.by_family.items():
         for policy, score in by_policy.items():
-            rows.append([family, policy, versions.get(policy), score["pass_at_1"], score["se"], score["n"],
-                         score["mean_reward"]])
-            for key in ("pass_at_1", "mean_reward"):
-                means[f"heldout/{family}/{policy}/{key}"] = float(score[key])
+            rows.append([family, policy, versions.get(policy), score.pass_at_1, score.se, score.n, score.mean_reward])
+            means[f"heldout/{family}/{policy}/pass_at_1"] = float(score.pass_at_1)
+            means[f"heldout/{family}/{policy}/mean_reward"] = float(score.mean_reward)
     return HeldOutTable(list(HELDOUT_COLUMNS), rows, means, step)
 
 
@@ -213,7 +213,7 @@ class Tracking:
             await asyncio.sleep(interval_s)
             await asyncio.to_thread(self.drain)
 
-    def heldout(self, evaluation: dict[str, Any] | None) -> None:
+    def heldout(self, evaluation: HeldOutSection | None) -> None:
         """Sends the records not sent yet, then the report's held-out evaluation (nothing when
         there is none)."""
         if evaluation and self.trackers:

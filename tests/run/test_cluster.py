@@ -139,7 +139,8 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
                                budget={"max_steps": 5},
                                cluster={"shards": 2, "replicas_per_shard": 1, "stop_wait_s": 20},
                                heldout={"enabled": True, "instances": {"terminal": ["permissions"]},
-                                        "samples_per_instance": 2})
+                                        "samples_per_instance": 2},
+                               warmstart={"enabled": True, "epochs": 1, "max_instances_per_task": 1})
     bucket = AdapterBucket(str(tmp_path / "bucket"), "ray3")
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 3, "resources": {"trainer": 1, "inference": 2}, "include_dashboard": False})
@@ -174,10 +175,17 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
     assert len(report["cluster"]["shards"]) == 1  # the surviving shard reported; the other died with its node
     assert len(report["cluster"]["replicas"]) == 2  # one replica actor per shard, on the inference node
     assert all(r["generated_tokens"] > 0 for r in report["cluster"]["replicas"]), report["cluster"]["replicas"]
-    # The launcher ran the held-out evaluation of the base model and the final adapter.
+    # The warm start (v1) and the held-out evaluation of the base, the warm start and the final
+    # adapter ran on StageRole actors of the cluster, not in the launcher.
     terminal = report["evaluation"]["by_family"]["terminal"]
-    assert terminal["base"]["n"] == 2 and terminal["final"]["n"] == 2, terminal
+    assert terminal["base"]["n"] == 2 and terminal["warm_start"]["n"] == 2 and terminal["final"]["n"] == 2, terminal
     assert "held-out pass@1" in out, out
+    assert bucket.get(1).meta.get("warm_start"), bucket.get(1).meta
+    stages = report["cluster"]["stages"]
+    assert set(stages) == {"warm_start", "heldout"}, stages
+    for where in stages.values():
+        pid = int(re.match(r"ray::StageRole pid (\d+) on node \w+", where).group(1))
+        assert pid != job.pid, stages
 
     # The dead shard's rollouts in flight ended aborted (lease expired) and ran again on the survivor.
     # (The survivor's own rollouts in flight at the end are aborted by its stop, and requeued too.)

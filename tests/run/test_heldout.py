@@ -18,7 +18,8 @@ from gymfleet.core.errors import ConfigError
 from gymfleet.orchestrator.envfactory import resolve_instances
 from gymfleet.run.config import load_train_config
 from gymfleet.run.heldout import HeldOutEvaluation, PolicySource, evaluate_heldout, run_policies
-from gymfleet.run.records import Gain, GenerationTimeline, PassRate, binomial_se
+from gymfleet.run.config import BudgetConfig
+from gymfleet.run.records import AdapterLoadFailure, Gain, GenerationTimeline, PassRate, TrainReport, binomial_se
 from gymfleet.run.report import build_report, write_report
 from gymfleet.run.verdict import no_learning_reason, require_learning_failure
 from gymfleet.trainer import AdapterBucket
@@ -49,7 +50,7 @@ def _evaluation() -> HeldOutEvaluation:
 
 def test_report_section_and_plot_from_fake_results(tmp_path: Path) -> None:
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=time.time()), "r",
-                          evaluation=_evaluation().as_dict())
+                          evaluation=_evaluation().section())
     path = write_report(tmp_path, report)
     section = json.loads(path.read_text())["evaluation"]
     final = section["by_family"]["echo"]["final"]
@@ -84,24 +85,26 @@ def test_a_gain_is_counted_in_standard_errors_of_the_difference(after: list, bef
 
 
 def test_require_learning_compares_the_final_adapter_with_the_base() -> None:
-    report = {"n_steps": 3, "evaluation": _evaluation().as_dict()}
+    report = TrainReport("r", "async", n_steps=3, evaluation=_evaluation().section())
     assert require_learning_failure(report) is None  # pooled 4/6 > 2/6
-    report["evaluation"]["by_family"]["echo"]["final"] = report["evaluation"]["by_family"]["echo"]["base"]
+    assert report.evaluation is not None
+    report.evaluation.by_family["echo"]["final"] = report.evaluation.by_family["echo"]["base"]
     failed = require_learning_failure(report)
     assert failed is not None and failed.startswith("the final adapter's held-out pass@1 0.333 does not exceed")
 
 
-@pytest.mark.parametrize(("report", "start"), [
-    ({"n_steps": 0, "zero_variance_groups": 6}, "no learner step: every claimed group had zero reward variance (6 groups)"),
-    ({"n_steps": 0, "budget": {"max_wall_s": 30}}, "no learner step: generation produced no complete group in max_wall_s (30 s)"),
-    ({"n_steps": 0, "learner_exitcode": -9}, "no learner step: the learner process died (exit code -9"),
-    ({"n_steps": 0, "adapter_load_failures": [{"version": 2}]}, "no learner step: the engines loaded no adapter"),
-    ({"n_steps": 0, "learner_device": None}, "no learner step: the learner was not up yet"),
+@pytest.mark.parametrize(("fields", "start"), [
+    ({"zero_variance_groups": 6}, "no learner step: every claimed group had zero reward variance (6 groups)"),
+    ({"budget": BudgetConfig(max_wall_s=30)}, "no learner step: generation produced no complete group in max_wall_s (30 s)"),
+    ({"learner_exitcode": -9}, "no learner step: the learner process died (exit code -9"),
+    ({"adapter_load_failures": [AdapterLoadFailure(0.0, 2, 3, "refused")]}, "no learner step: the engines loaded no adapter"),
+    ({"learner_device": None}, "no learner step: the learner was not up yet"),
 ])
-def test_a_run_that_trained_nothing_says_why(report: dict, start: str) -> None:
-    assert no_learning_reason(report).startswith(start)
+def test_a_run_that_trained_nothing_says_why(fields: dict, start: str) -> None:
+    report = TrainReport("r", "async", **({"learner_device": "cpu"} | fields))
+    assert (no_learning_reason(report) or "").startswith(start)
     assert require_learning_failure(report) == no_learning_reason(report)
-    assert no_learning_reason({"n_steps": 1}) is None
+    assert no_learning_reason(TrainReport("r", "async", n_steps=1)) is None
 
 
 async def test_the_heldout_instances_are_never_trained_on(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.claims import new_learner_id
 from gymfleet.run.config import load_train_config
 from gymfleet.run.learner import ProcessLearner
+from gymfleet.run.records import TrainReport
 from gymfleet.run.verdict import no_learning_reason
 from gymfleet.trainer import EXIT_REFUSED
 from tests.e2e.train_helpers import tiny_train_config
@@ -29,4 +30,5 @@ async def test_a_learner_refused_its_seat_stops_in_one_line(tmp_path: Path, capf
     rows = [json.loads(line) for line in (tmp_path / "report" / "learner.jsonl").read_text().splitlines()]
     assert rows[-1]["event"] == "error" and "already has a live learner" in rows[-1]["message"]
     assert "Traceback" not in capfd.readouterr().err
-    assert "stopped on an error" in no_learning_reason({"n_steps": 0, "learner_exitcode": EXIT_REFUSED})
+    assert "stopped on an error" in (no_learning_reason(TrainReport("seated", "async", learner_exitcode=EXIT_REFUSED))
+                                     or "")

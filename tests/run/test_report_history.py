@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gymfleet.run.records import GenerationTimeline
+from gymfleet.run.records import DroppedClaim, GenerationTimeline, LearnerStart, TrainReport
+from gymfleet.trainer import GroupFilterStats
 from gymfleet.run.report import build_report, write_report
 
 
@@ -45,14 +46,14 @@ def test_a_resumed_run_reports_every_start_without_a_repeated_final_step(tmp_pat
     _write(tmp_path, rows)
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0 + 199, wall_s=20.0), "r")
 
-    assert [s["step"] for s in report.steps] == [1, 2, 3, 4, 5]  # each once, no all-zero repeat
-    assert [s["start"] for s in report.steps] == [0, 0, 0, 1, 2]
-    assert report.steps[-1]["mean_reward"] == 0.9  # the step the third start made, not the lost one
-    assert [(s["step"], s["resumed"], s["steps_redone"]) for s in report.starts] == [
+    assert [s.step for s in report.steps] == [1, 2, 3, 4, 5]  # each once, no all-zero repeat
+    assert [s.start for s in report.steps] == [0, 0, 0, 1, 2]
+    assert report.steps[-1].mean_reward == 0.9  # the step the third start made, not the lost one
+    assert [(s.step, s.resumed, s.steps_redone) for s in report.starts] == [
         (0, False, 0), (3, True, 0), (4, True, 1)]
-    assert report.starts[0]["t_s"] == 0.0 and report.starts[2]["t_s"] == 199.0
+    assert report.starts[0].t_s == 0.0 and report.starts[2].t_s == 199.0
     echo = report.reward_by_task["echo"]
-    assert [p["start"] for p in echo] == [0, 0, 0, 1, 2] and echo[0]["t_s"] == 9.0
+    assert [p.start for p in echo] == [0, 0, 0, 1, 2] and echo[0].t_s == 9.0
     # this start's counts stay this start's (the CLI says "N learner steps this start")
     assert report.n_steps == 1 and report.last_step == 5 and report.n_claims_all_dropped == 0
 
@@ -66,7 +67,9 @@ def test_all_dropped_claims_are_counted_apart_not_as_steps(tmp_path: Path) -> No
     t0 = time.time()
     _write(tmp_path, [_start(t0 + 1, 0, False), _step(t0 + 2, 1), _step(t0 + 3, 1, n_groups=0)])
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=5.0), "r")
-    assert [s["step"] for s in report.steps] == [1] and report.n_claims_all_dropped == 1
-    assert report.dropped_claims == [{"after_step": 1, "t_s": 3.0, "filter": {"staleness": []}}]
-    assert report.starts == [{"start": 0, "t": t0 + 1, "t_s": 1.0, "step": 0, "version": 0, "resumed": False,
-                              "steps_redone": 0}]
+    assert [s.step for s in report.steps] == [1] and report.n_claims_all_dropped == 1
+    assert report.dropped_claims == [DroppedClaim(1, 3.0, GroupFilterStats())]
+    assert report.starts == [LearnerStart(start=0, t=t0 + 1, t_s=1.0, step=0, version=0, resumed=False, steps_redone=0)]
+    content = report.to_dict()
+    assert content["dropped_claims"][0]["filter"]["staleness"] == [] and content["starts"][0]["t_s"] == 1.0
+    assert TrainReport.from_dict(content) == report  # to_dict / from_dict: the one JSON boundary

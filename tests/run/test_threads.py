@@ -68,7 +68,7 @@ def test_the_report_holds_the_learner_processes_torch_threads(tmp_path: Path) ->
     t0 = time.time()
     (tmp_path / "learner.jsonl").write_text(json.dumps({"event": "start", "t": t0 + 1, "torch_threads": 3}) + "\n")
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=2.0), "r")
-    assert report.torch_threads["learner"] == 3
+    assert report.torch_threads.learner == 3
 
 
 def test_an_async_learner_starts_with_openmps_passive_wait_unless_the_user_chose(tmp_path: Path) -> None:

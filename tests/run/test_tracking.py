@@ -18,17 +18,16 @@ from gymfleet.cli import app
 from gymfleet.orchestrator.metrics import MetricsWriter
 from gymfleet.run.config import TrainConfig, train_config_from_dict
 from gymfleet.core.jsonl import open_for_append
+from gymfleet.run.records import HeldOutSection, PassRate, PolicySource
 from gymfleet.run.tracking import JsonlTail, RolloutAxis, Tracking, tracked
 from gymfleet.run.trackers import HeldOutTable, Scalars, open_trackers
 from gymfleet.core.errors import ConfigError
 from tests.e2e.train_helpers import tiny_train_config
 from tests.run.wandb_files import wandb_records
 
-EVALUATION = {
-    "threshold": 1.0, "policies": [{"name": "base", "version": None}, {"name": "final", "version": 2}],
-    "by_family": {"echo": {"base": {"pass_at_1": 0.25, "n": 8, "se": 0.153, "mean_reward": 0.3, "n_passed": 2},
-                           "final": {"pass_at_1": 0.5, "n": 8, "se": 0.177, "mean_reward": 0.55, "n_passed": 4}}},
-}
+EVALUATION = HeldOutSection(
+    "pass@1", 1.0, 2, 0, {"echo": ["w006", "w007"]}, [PolicySource("base"), PolicySource("final", "/a/v2", 2)],
+    {"echo": {"base": PassRate(0.25, 8, 0.153, 0.3, 2), "final": PassRate(0.5, 8, 0.177, 0.55, 4)}})
 
 
 def _config(tmp_path: Path, report_to: list[str], store: str | None = None) -> TrainConfig:

@@ -103,8 +103,8 @@ def test_report_counts_zero_variance_groups_per_step_and_in_total(tmp_path: Path
             "reward_by_task": {}, "version": 0, "filter": {"staleness": []}}
     steps = [base | {"t": t0 + 1, "step": 1, "n_zero_variance_groups": 3, "n_extra_claims": 2, "n_groups_short": 0},
              base | {"t": t0 + 2, "step": 2, "n_zero_variance_groups": 5, "n_extra_claims": 4, "n_groups_short": 1},
-             base | {"t": t0 + 3, "step": 3}]  # a line written before these fields existed
+             base | {"t": t0 + 3, "step": 3}]  # a step with nothing to refill (the fields' defaults)
     (tmp_path / "learner.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n")
     report = build_report(tmp_path, "async", GenerationTimeline(started_at=t0, wall_s=5.0), "r")
     assert report.zero_variance_groups == 8 and report.refill_extra_claims == 6 and report.steps_short == 1
-    assert [s["n_zero_variance_groups"] for s in report.steps] == [3, 5, 0]
+    assert [s.n_zero_variance_groups for s in report.steps] == [3, 5, 0]

@@ -73,6 +73,7 @@ async def test_resume_after_a_stale_latest_and_a_corrupt_newest_version(tmp_path
 
 async def test_a_publish_carries_its_step_row_and_a_resume_writes_back_a_lost_one(tmp_path: Path) -> None:
     from gymfleet.trainer.learner import StepMetrics
+    from gymfleet.trainer.step_log import StepRow, encode
     from gymfleet.trainer.worker import _missing_step_row
 
     bucket = AdapterBucket(str(tmp_path / "bucket"), "run")
@@ -87,10 +88,10 @@ async def test_a_publish_carries_its_step_row_and_a_resume_writes_back_a_lost_on
 
     # learner.jsonl lost step 5's row (killed between the publish and the row): written back, marked
     steps = tmp_path / "learner.jsonl"
-    steps.write_text(json.dumps({"event": "step", "step": 4}) + "\n" + '{"event": "st')  # a torn last line
+    step_4 = StepRow(**vars(StepMetrics(4, 0.5, 0.0, 1.0, 0.0, 10, 1, 0.5)), version=1)
+    steps.write_text(json.dumps(encode(step_4)) + "\n" + '{"event": "st')  # a torn last line
     missing = _missing_step_row(steps, row)
-    assert missing is not None and (missing["event"], missing["step"], missing["version"], missing["recovered"]) == (
-        "step", 5, 1, True)
-    steps.write_text(json.dumps({"event": "step", "step": 5}) + "\n")
+    assert missing is not None and (missing.step, missing.loss, missing.version, missing.recovered) == (5, 0.25, 1, True)
+    steps.write_text(json.dumps(encode(missing)) + "\n")
     assert _missing_step_row(steps, row) is None  # the row is there: nothing is written twice
     assert _missing_step_row(tmp_path / "absent.jsonl", None) is None
