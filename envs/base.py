@@ -19,6 +19,7 @@ import gymnasium
 from gymnasium import spaces
 
 from gymfleet.core.strict import StrictModel
+from gymfleet.envs.needs import MachineNeed
 from gymfleet.envs.resources import EnvResources, ResourcesConfig
 
 T = TypeVar("T")
@@ -104,9 +105,11 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
         artifacts_kwarg: the constructor keyword that takes a folder for pictures a person
             would look at (screenshots, renders), or None; `gymfleet rollout --artifacts-dir`
             fills it in.
-        requires: what the env needs from the machine, by name (``sandbox``, ``docker``,
-            ``local``, ``chromium``: see :data:`gymfleet.envs.needs.NEEDS`); a run leaves out,
-            with the reason, a task whose needs are missing.
+        requires: what the env needs from the machine, by name: a sandbox backend's
+            (``sandbox``, ``docker``, ``local``: :data:`gymfleet.envs.needs.NEEDS`) or one of
+            ``machine_needs``; a run leaves out, with the reason, a task whose needs are missing.
+        machine_needs: the needs this env's family defines (:class:`~gymfleet.envs.needs.MachineNeed`:
+            name, what it is, the fix, the probe), e.g. the browser family's ``chromium``.
         config_class: the :class:`~gymfleet.core.strict.StrictModel` of the constructor's
             keyword arguments, checked by :meth:`check_kwargs` before any env is made (a typo
             is refused naming the nearest key); None: the arguments are not checked ahead.
@@ -121,6 +124,7 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
     noop_action: ClassVar[str] = ""
     artifacts_kwarg: ClassVar[str | None] = None
     requires: ClassVar[frozenset[str]] = frozenset()
+    machine_needs: ClassVar[tuple[MachineNeed, ...]] = ()
     config_class: ClassVar[type[StrictModel] | None] = None
 
     observation_space: TextSpace = TextSpace()
@@ -140,6 +144,13 @@ class AgentEnv(gymnasium.Env[str, str], ABC):
         """What an env made with ``kwargs`` needs (``requires``, plus what the arguments
         choose, e.g. ``sandbox: docker``). Called before any env is made."""
         return cls.requires
+
+    @classmethod
+    def defined_needs(cls, kwargs: Mapping[str, Any]) -> tuple[MachineNeed, ...]:
+        """The :class:`~gymfleet.envs.needs.MachineNeed` s that :meth:`requirements` may name
+        beyond the sandbox backends' (``machine_needs``; an env that plays another family's
+        task adds that family's). Called before any env is made."""
+        return cls.machine_needs
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:

@@ -170,9 +170,11 @@ def _check_static(env_id: str, env: AgentEnv) -> None:
         raise _fail(env_id, "system_prompt must be non-empty text (the action format and how to finish)")
     if not isinstance(env.noop_action, str):
         raise _fail(env_id, f"noop_action must be a str, not {type(env.noop_action).__name__}")
-    unknown = sorted(set(env.requires) - set(NEEDS))
+    known = {*NEEDS, *(n.name for n in env.machine_needs)}
+    unknown = sorted(set(env.requires) - known)
     if not isinstance(env.requires, frozenset) or unknown:
-        raise _fail(env_id, f"requires must be a frozenset of {sorted(NEEDS)}; unknown: {unknown}")
+        raise _fail(env_id, f"requires must be a frozenset of {sorted(known)} (the sandbox backends' needs and "
+                            f"the family's machine_needs); unknown: {unknown}")
     ids = env.instance_ids()
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise _fail(env_id, "instance_ids() must return a non-empty list of str")

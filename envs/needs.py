@@ -2,16 +2,18 @@
 
 An env declares its needs by name (``requires = frozenset({"docker"})``); a run asks its
 :class:`~gymfleet.envs.resources.EnvResources` which are missing and leaves those tasks out
-with the reasons. The sandbox backends are probed once, in threads (a Docker ping, a bubblewrap
-probe, each backend's start-up sweep), when the resources open.
+with the reasons. This module knows the sandbox backends' needs (:data:`NEEDS`: ``sandbox``,
+``docker``, ``local``), probed once, in threads (a Docker ping, a bubblewrap probe, each
+backend's start-up sweep), when the resources open. Any other need is a :class:`MachineNeed`
+that its env family defines and lists in ``AgentEnv.machine_needs`` (the browser family's
+``chromium``: ``envs/browser/chromium.py``), so no family is named here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gymfleet.envs.errors import SandboxUnavailableError
@@ -25,9 +27,30 @@ NEEDS: dict[str, str] = {
     "sandbox": "a sandbox backend (Docker, or bubblewrap for the local one)",
     "docker": "a Docker daemon that answers",
     "local": "bubblewrap that works (or GYMFLEET_ALLOW_UNISOLATED=1 for the unisolated fallback)",
-    "chromium": "a Chromium binary (Debian's chromium, or GYMFLEET_CHROMIUM)",
 }
-"""Every need an env may declare, and what it means."""
+"""The sandbox backends' needs, and what each means (an env family defines any other as a
+:class:`MachineNeed`)."""
+
+
+@dataclass(frozen=True)
+class MachineNeed:
+    """A need an env family defines (listed in ``AgentEnv.machine_needs``, named in ``requires``).
+
+    Attributes:
+        name: the name ``requires`` uses (``chromium``).
+        what: what it is, for messages (``a Chromium binary``).
+        fix: how to get it (``apt-get install chromium ...``).
+        present: whether this machine has it (called when a run checks its tasks).
+    """
+
+    name: str
+    what: str
+    fix: str
+    present: Callable[[], bool]
+
+    def why_missing(self) -> str | None:
+        """None when this machine has it; else one line saying what is missing and the fix."""
+        return None if self.present() else f"no {self.what}: {self.fix}"
 
 PROBED = ("docker", "local")
 """The sandbox backends :func:`probe_backends` knows how to make."""
@@ -37,14 +60,7 @@ FIXES: dict[str, str] = {
               "local sandbox (sandbox: local)",
     "local": "install bubblewrap (apt-get install bubblewrap) or allow the unisolated fallback "
              "with GYMFLEET_ALLOW_UNISOLATED=1",
-    "chromium": "apt-get install chromium (make services) or set GYMFLEET_CHROMIUM",
 }
-
-
-def chromium_path() -> str | None:
-    """The Chromium binary envs will start, when it exists."""
-    path = os.environ.get("GYMFLEET_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    return path if path and os.path.exists(path) else None
 
 
 @dataclass
@@ -60,9 +76,7 @@ class Needs:
     unavailable: dict[str, str] = field(default_factory=dict)
 
     def why_missing(self, need: str, default_backend: str) -> str | None:
-        """None when ``need`` is met; else one line saying what is missing and the fix."""
-        if need == "chromium":
-            return None if chromium_path() else f"no Chromium: {FIXES['chromium']}"
+        """None when the sandbox need ``need`` is met; else one line saying what is missing and the fix."""
         if need == "sandbox":
             if default_backend != "auto":
                 return self.why_missing(default_backend, default_backend)
@@ -82,7 +96,7 @@ class Needs:
         """
         if name in self.backends:
             return self.backends[name]
-        if name not in FIXES or name == "chromium":
+        if name not in FIXES:
             raise SandboxUnavailableError(
                 f"unknown sandbox backend {name!r}; choose one of auto, docker, local")
         why = self.unavailable.get(name, FIXES[name])

@@ -33,7 +33,7 @@ from pydantic import Field
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.errors import SandboxClosedError, SandboxUnavailableError
-from gymfleet.envs.needs import NEEDS, PROBED, Needs, probe_backends
+from gymfleet.envs.needs import NEEDS, PROBED, MachineNeed, Needs, probe_backends
 from gymfleet.envs.sandbox.base import Sandbox, SandboxBackend, SandboxLabels, SandboxSpec
 from gymfleet.envs.sandbox.docker import DockerBackendConfig
 from gymfleet.envs.sandbox.local import LocalBackendConfig
@@ -237,17 +237,27 @@ class EnvResources:
 
     # ---- what this machine has ---------------------------------------------------------
 
-    def missing(self, requires: Iterable[str]) -> list[str]:
+    def missing(self, requires: Iterable[str], defined: Iterable[MachineNeed] = ()) -> list[str]:
         """One reason per need in ``requires`` that this machine lacks (empty: all met).
 
-        Needs: ``sandbox`` (any backend), ``docker``, ``local`` (bubblewrap or the allowed
-        unisolated fallback), ``chromium``. An unknown need is reported as missing.
+        Args:
+            requires: need names: ``sandbox`` (any backend), ``docker``, ``local`` (bubblewrap or
+                the allowed unisolated fallback), or one of ``defined``.
+            defined: the needs the env's family defines (``AgentEnv.machine_needs``: the
+                browser family's ``chromium``).
+
+        An unknown need is reported as missing.
         """
+        families = {n.name: n for n in defined}
         reasons = []
         for need in sorted(set(requires)):
-            if need not in NEEDS:
-                reasons.append(f"unknown requirement {need!r} (known: {', '.join(sorted(NEEDS))})")
-            elif (why := self._needs.why_missing(need, self.config.sandbox)) is not None:
+            if need in NEEDS:
+                why = self._needs.why_missing(need, self.config.sandbox)
+            elif need in families:
+                why = families[need].why_missing()
+            else:
+                why = f"unknown requirement {need!r} (known: {', '.join(sorted([*NEEDS, *families]))})"
+            if why is not None:
                 reasons.append(why)
         return reasons
 

@@ -89,7 +89,7 @@ def check_env_kwargs(task: TaskConfig, env_cls: type[AgentEnv] | None = None) ->
 
 def unmet_needs(task: TaskConfig, resources: EnvResources) -> list[str]:
     """Why ``task`` cannot run on this machine: one reason per missing need (empty: it can)."""
-    return resources.missing(task_needs(task))
+    return resources.missing(task_needs(task), _agent_env_class(task).defined_needs(task.env_kwargs))
 
 
 def _read_ids(task: TaskConfig) -> list[str]:

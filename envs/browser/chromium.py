@@ -29,6 +29,7 @@ from pydantic import Field
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.browser.errors import BrowserStartError
 from gymfleet.envs.errors import SandboxUnavailableError
+from gymfleet.envs.needs import MachineNeed
 from gymfleet.envs.sandbox.base import SandboxLabels, owner_labels
 
 DEFAULT_ARGS = [
@@ -55,6 +56,18 @@ DEFAULT_ARGS = [
 BROWSER_IMAGE = "gymfleet/browser:latest"
 CONTAINER_PAGES_DIR = "/opt/gymfleet/pages"
 CONTAINER_CDP_PORT = 9222
+
+
+def chromium_path() -> str | None:
+    """The Chromium binary envs will start, when it exists (``GYMFLEET_CHROMIUM``, else Debian's)."""
+    path = os.environ.get("GYMFLEET_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    return path if path and os.path.exists(path) else None
+
+
+CHROMIUM = MachineNeed("chromium", "Chromium binary (Debian's chromium, or GYMFLEET_CHROMIUM)",
+                       "apt-get install chromium (make services) or set GYMFLEET_CHROMIUM",
+                       lambda: chromium_path() is not None)
+"""The browser family's machine need (``requires = {"chromium"}``; the slides family's too)."""
 
 
 def _default_chromium() -> str:

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
 from gymfleet.envs.browser.actions import GRAMMAR, parse_action, run_action
-from gymfleet.envs.browser.chromium import BrowserHost, ChromiumConfig
+from gymfleet.envs.browser.chromium import CHROMIUM, BrowserHost, ChromiumConfig
 from gymfleet.envs.browser.errors import BrowserActionError, BrowserStartError, BrowserTaskError, NoGoldPolicyError
 from gymfleet.envs.browser.gold import gold_first
 from gymfleet.envs.browser.guard import PageGuard
@@ -156,6 +156,7 @@ class BrowserEnv(AgentEnv):
     noop_action: ClassVar[str] = "noop()"
     artifacts_kwarg: ClassVar[str | None] = "screenshots_dir"
     requires: ClassVar[frozenset[str]] = frozenset({"chromium"})
+    machine_needs = (CHROMIUM,)
     config_class: ClassVar[type[BrowserEnvConfig]] = BrowserEnvConfig
 
     def __init__(self, host: BrowserHost | None = None, resources: EnvResources | None = None,

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
+from gymfleet.envs.needs import MachineNeed
 from gymfleet.envs.harness.bridge import HarnessStopped, SandboxBridge
 from gymfleet.envs.resources import EnvResources
 
@@ -100,6 +101,13 @@ class HarnessEnv(AgentEnv):
 
         task_env = kwargs.get("task_env", HarnessEnvConfig().task_env)
         return env_class(task_env).requirements(kwargs.get("task_kwargs") or {})
+
+    @classmethod
+    def defined_needs(cls, kwargs: Mapping[str, Any]) -> tuple[MachineNeed, ...]:
+        from gymfleet.envs.registry import env_class
+
+        task_env = kwargs.get("task_env", HarnessEnvConfig().task_env)
+        return env_class(task_env).defined_needs(kwargs.get("task_kwargs") or {})
 
     @property
     def system_prompt(self) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeAlias
 
-from gymfleet.envs.browser.chromium import ChromiumConfig
+from gymfleet.envs.browser.chromium import CHROMIUM, ChromiumConfig
 from gymfleet.envs.browser.hosts import BrowserHosts
 from gymfleet.envs.errors import SandboxFileError
 from gymfleet.envs.info import VOLATILE_KEY, Volatile, add_volatile
@@ -109,6 +109,7 @@ class SlidesEnv(SandboxEnv[Brief, SlidesState]):
     """
 
     requires: ClassVar[frozenset[str]] = frozenset({"sandbox", "chromium"})
+    machine_needs = (CHROMIUM,)
     artifacts_kwarg = "runs_dir"
     config_class = SlidesEnvConfig
     config: SlidesEnvConfig

@@ -121,3 +121,28 @@ def test_the_resources_module_imports_no_family() -> None:
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     families = ("browser", "swe", "terminal", "slides", "images", "harbor")
     assert not [m for m in imported if m.startswith("gymfleet.envs.") and m.split(".")[2] in families]
+
+
+async def test_a_family_defines_its_own_machine_needs() -> None:
+    """``envs/needs.py`` knows the sandbox backends' needs only; a family's (the browser's
+    ``chromium``) comes with its env class, and a need nobody defines is reported, not ignored."""
+    from gymfleet.envs.browser.chromium import CHROMIUM
+    from gymfleet.envs.browser.env import BrowserEnv
+    from gymfleet.envs.needs import NEEDS, MachineNeed
+    from gymfleet.envs.slides.env import SlidesEnv
+
+    assert set(NEEDS) == {"sandbox", "docker", "local"}
+    tree = ast.parse((ROOT / "envs" / "needs.py").read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr)}
+    code = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docstrings]
+    assert not [c for c in code if "chromium" in c.lower()]  # no family's need in the code
+    assert BrowserEnv.defined_needs({}) == SlidesEnv.defined_needs({}) == (CHROMIUM,)
+    gone = MachineNeed("gpu", "GPU", "add one", lambda: False)
+    here = MachineNeed("gpu", "GPU", "add one", lambda: True)
+    async with EnvResources.open(probe=()) as resources:
+        assert resources.missing({"gpu"}, [here]) == []
+        assert resources.missing({"gpu"}, [gone]) == ["no GPU: add one"]
+        (unknown,) = resources.missing({"gpu"})
+        assert unknown.startswith("unknown requirement 'gpu' (known: docker, local, sandbox)")
