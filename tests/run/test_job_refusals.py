@@ -21,7 +21,14 @@ from tests.e2e.train_helpers import tiny_train_config
 
 
 class NeverPlaced:
-    """A placement the job must not reach (a real one would start engines and a learner)."""
+    """A placement the job must not reach (a real one would start engines and a learner); the
+    tiny config has no warm start, which this placement says by returning None."""
+
+    async def warm_start(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    async def heldout(self, *args: object, **kwargs: object) -> object:
+        raise AssertionError("a complete run started its held-out stage")
 
     async def grpo(self, *args: object, **kwargs: object) -> object:
         raise AssertionError("a complete run started its GRPO stage")
