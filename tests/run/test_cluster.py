@@ -139,8 +139,7 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
                                budget={"max_steps": 5},
                                cluster={"shards": 2, "replicas_per_shard": 1, "stop_wait_s": 20},
                                heldout={"enabled": True, "instances": {"terminal": ["permissions"]},
-                                        "samples_per_instance": 2},
-                               warmstart={"enabled": True, "epochs": 1, "max_instances_per_task": 1})
+                                        "samples_per_instance": 2})
     bucket = AdapterBucket(str(tmp_path / "bucket"), "ray3")
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 3, "resources": {"trainer": 1, "inference": 2}, "include_dashboard": False})
@@ -175,17 +174,13 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
     assert len(report["cluster"]["shards"]) == 1  # the surviving shard reported; the other died with its node
     assert len(report["cluster"]["replicas"]) == 2  # one replica actor per shard, on the inference node
     assert all(r["generated_tokens"] > 0 for r in report["cluster"]["replicas"]), report["cluster"]["replicas"]
-    # The warm start (v1) and the held-out evaluation of the base, the warm start and the final
-    # adapter ran on StageRole actors of the cluster, not in the launcher.
+    # The held-out evaluation of the base model and the final adapter ran on a StageRole actor of
+    # the cluster, not in the launcher.
     terminal = report["evaluation"]["by_family"]["terminal"]
-    assert terminal["base"]["n"] == 2 and terminal["warm_start"]["n"] == 2 and terminal["final"]["n"] == 2, terminal
+    assert terminal["base"]["n"] == 2 and terminal["final"]["n"] == 2, terminal
     assert "held-out pass@1" in out, out
-    assert bucket.get(1).meta.get("warm_start"), bucket.get(1).meta
-    stages = report["cluster"]["stages"]
-    assert set(stages) == {"warm_start", "heldout"}, stages
-    for where in stages.values():
-        pid = int(re.match(r"ray::StageRole pid (\d+) on node \w+", where).group(1))
-        assert pid != job.pid, stages
+    (where,) = report["cluster"]["stages"].values()
+    assert int(re.match(r"ray::StageRole pid (\d+) on node \w+", where).group(1)) != job.pid, where
 
     # The dead shard's rollouts in flight ended aborted (lease expired) and ran again on the survivor.
     # (The survivor's own rollouts in flight at the end are aborted by its stop, and requeued too.)
@@ -242,3 +237,40 @@ def test_roles_asking_for_resources_no_node_offers_are_refused_with_the_flag_to_
         check_resources(offered, ClusterConfig(replicas_per_shard=1))
     with pytest.raises(ConfigError, match="each learner asks for 1 GPU.*--num-gpus"):
         check_resources(offered, ClusterConfig(learner_gpus=1))
+
+
+@pytest.mark.model
+def test_the_warm_start_and_the_heldout_stages_run_on_ray_actors(tmp_path: Path) -> None:
+    """`RayPlacement`'s roles around GRPO: the warm start on a StageRole actor on the learner's
+    resource (v1 published to the bucket) and the held-out evaluation of the base on one on a
+    shard's resource, each in a process of its own, its result handed back to the launcher."""
+    import asyncio
+
+    from ray.cluster_utils import Cluster
+    from rich.console import Console
+
+    from gymfleet.run.cluster import RayPlacement
+    from gymfleet.run.config import load_train_config
+
+    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"  # the test envs
+    cfg = load_train_config(tiny_train_config(
+        tmp_path, "stages", warmstart={"enabled": True, "epochs": 1, "max_instances_per_task": 2},
+        heldout={"enabled": True, "instances": {"echo": ["w006"]}, "samples_per_instance": 2},
+        cluster={"shards": 1}))
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 2, "resources": {"trainer": 1, "sandbox": 1}, "include_dashboard": False})
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        placement = RayPlacement(ray, cluster.address, {"127.0.0.1"})
+        console = Console(stderr=True)
+        warm = asyncio.run(placement.warm_start(cfg, console))
+        base = asyncio.run(placement.heldout(cfg, console, base_only=True))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert warm is not None and warm.sft.version == 1
+    assert AdapterBucket(str(tmp_path / "bucket"), "stages").versions() == [1]
+    assert base.scores["echo"]["base"].n == 2
+    assert set(placement.stages) == {"warm_start", "heldout_base"}, placement.stages
+    for where in placement.stages.values():
+        assert int(re.match(r"ray::StageRole pid (\d+) on node \w+", where).group(1)) != os.getpid(), where
