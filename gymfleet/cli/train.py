@@ -133,4 +133,4 @@ def _evaluation_lines(evaluation: HeldOutSection | None) -> list[str]:
     head = f"held-out pass@1 (reward >= {evaluation.threshold:g}) "
     return [head + f"{family}: " + ", ".join(f"{name} {s.describe()}" for name, s in by_policy.items())
             + gains_text(evaluation.gains.get(family, {}))
-            for family, by_policy in evaluation["by_family"].items()]
+            for family, by_policy in evaluation.by_family.items()]

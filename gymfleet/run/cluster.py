@@ -68,7 +68,7 @@ class RayLearner(LearnerHandle):
         end: the learner's last ``end`` event of learner.jsonl, once :meth:`wait` returned.
     """
 
-    def __init__(self, args: WorkerArgs, ray: ModuleType, options: dict[str, JsonValue]) -> None:
+    def __init__(self, args: WorkerArgs, ray: ModuleType, options: dict[str, object]) -> None:
         super().__init__(args)
         self.ray = ray
         self.options = options
@@ -160,7 +160,7 @@ class RayPlacement:
         assert isinstance(evaluation, HeldOutEvaluation)
         return evaluation
 
-    async def _on_actor(self, stage: str, options: dict[str, JsonValue], *args: object) -> object:
+    async def _on_actor(self, stage: str, options: dict[str, object], *args: object) -> object:
         """Runs ``StageRole.<stage>(*args)`` on a fresh actor placed with ``options``, then ends it.
 
         Raises:

@@ -61,7 +61,7 @@ def _shown(value: Setting) -> str:
 def changed_settings(cfg: TrainConfig, meta: Meta) -> list[tuple[str, Setting, Setting]]:
     """The :data:`FROZEN` keys whose config value differs from ``meta``'s, as (key, run's, config's);
     a key ``meta`` does not record (an older version) is not compared."""
-    changed = []
+    changed: list[tuple[str, Setting, Setting]] = []
     for key, (in_config, in_meta) in FROZEN.items():
         then, now = in_meta(meta), in_config(cfg)
         if then is not None and then != now:
