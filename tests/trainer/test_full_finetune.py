@@ -22,6 +22,7 @@ from gymfleet.orchestrator.engines.errors import AdapterError
 from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine, TransformersEngineConfig
 from gymfleet.trainer.bucket import AdapterBucket
 from gymfleet.trainer.errors import BucketCorruptError
+from gymfleet.trainer.model_card import export_version
 from gymfleet.trainer.learner import Learner, LearnerConfig, sequence_logprobs
 from gymfleet.trainer.rollout_policy import RolloutPolicy
 from tests.trainer.test_learner import MemoryGroupSource, _traj, _with_behaviour_logprobs
@@ -89,6 +90,9 @@ async def test_full_weights_are_published_served_by_the_engine_and_resumed(
     assert m is not None and m.step == 2 and m.published_version == 2 and source.acked == {"g0", "g1"}
     del resumed
     gc.collect()
+    exported = export_version(bucket, 2, tmp_path / "export")  # a transformers folder and its card
+    assert {"config.json", "model.safetensors", "README.md"} <= {p.name for p in exported.iterdir()}
+    assert not (exported / "learner_state.safetensors").exists()
 
     # a byte flipped in the bucket (same size): the replica's fetch refuses it by SHA-256
     data = bytearray(weights_file.read_bytes())
