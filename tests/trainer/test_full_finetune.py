@@ -62,7 +62,8 @@ async def test_full_weights_are_published_served_by_the_engine_and_resumed(
 
     # the in-process engine serves v1: the learner's logprobs, not the base model's
     prompt = list(smollm_tokenizer(PROMPT).input_ids)
-    local = bucket.fetch(1, tmp_path / "replica")
+    local = bucket.fetch(1, tmp_path / "replica", only_served=True)
+    assert not (local / "learner_state.safetensors").exists()  # 2 x 538 MB a replica never reads
     async with TransformersEngine(TransformersEngineConfig(), copy.deepcopy(smollm_model), smollm_tokenizer) as engine:
         await engine.load_adapter(NAME, str(local))
         with pytest.raises(AdapterError, match="one kind per run"):  # no LoRA on full weights
