@@ -35,7 +35,7 @@ from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_
 from gymfleet.trainer.data_parallel import RankGroup, shard_batch
 from gymfleet.trainer.learner_config import RUN_OWNED, LearnerConfig
 from gymfleet.trainer.loss import LossConfig, LossOutput, policy_loss, reference_kl
-from gymfleet.trainer.model_card import MODEL_CARD, AdapterCard, make_shareable
+from gymfleet.trainer.model_card import AdapterCard
 from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.schedule import make_schedule
 from gymfleet.trainer.signal import GroupSource, StepClaimer
@@ -351,13 +351,8 @@ class Learner:
         """Saves the trained weights into ``folder`` as a folder another machine loads, with a
         model card (:mod:`gymfleet.trainer.model_card`): a PEFT folder naming the base model by
         its hub id (LoRA), or a transformers model folder (full fine-tuning)."""
-        self.weights.save(folder)
-        card = AdapterCard(self.bucket.run_id, version, self.step, hub_id(self.policy.model), self.meta(),
-                           dict(self.recent_rewards), note=note)
-        if self.config.adapter == "lora":
-            make_shareable(folder, card)
-        else:
-            (folder / MODEL_CARD).write_text(card.render())
+        self.weights.save(folder, AdapterCard(self.bucket.run_id, version, self.step, hub_id(self.policy.model),
+                                              self.meta(), dict(self.recent_rewards), note=note))
 
     async def publish(self, metrics: StepMetrics | None = None) -> int:
         """Commits adapter + optimiser state + consumed group ids, then acks those groups.

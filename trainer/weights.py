@@ -27,6 +27,7 @@ import torch
 
 from gymfleet.core.full_weights import load_full_weights
 from gymfleet.trainer.errors import BucketCorruptError
+from gymfleet.trainer.model_card import MODEL_CARD, AdapterCard, make_shareable
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 """The file a LoRA version holds its adapter in (peft's name)."""
@@ -46,8 +47,9 @@ class TrainedWeights(Protocol):
         """Called for the KL reference pass: a context giving the reference (base) model."""
         ...
 
-    def save(self, folder: Path) -> None:
-        """Called at each publish: writes the version's weight files into ``folder``."""
+    def save(self, folder: Path, card: AdapterCard | None = None) -> None:
+        """Called at each publish: writes the version's weight files into ``folder``, and its
+        model card (``README.md``) when given."""
         ...
 
     def load(self, folder: Path) -> None:
@@ -83,8 +85,10 @@ class LoraWeights:
         with self.model.disable_adapter():  # the reference is the base model: no second copy
             yield self.model
 
-    def save(self, folder: Path) -> None:
+    def save(self, folder: Path, card: AdapterCard | None = None) -> None:
         self.model.save_pretrained(folder)
+        if card is not None:  # names the base by its hub id in adapter_config.json
+            make_shareable(folder, card)
 
     def load(self, folder: Path) -> None:
         from peft import set_peft_model_state_dict
@@ -123,8 +127,10 @@ class FullWeights:
             raise RuntimeError("no reference copy: it is made only when learner.kl_coef > 0")
         yield self._reference
 
-    def save(self, folder: Path) -> None:
+    def save(self, folder: Path, card: AdapterCard | None = None) -> None:
         self.model.save_pretrained(folder)  # safetensors, one shard (transformers 5 default)
+        if card is not None:  # the whole model: no base to name
+            (Path(folder) / MODEL_CARD).write_text(card.render())
 
     def load(self, folder: Path) -> None:
         try:
