@@ -52,6 +52,8 @@ LATEST = "LATEST"
 META = "meta.json"
 MAX_META_BYTES = 16 << 20
 """Bound on a version's meta.json (it lists files and group ids, never weights)."""
+LEARNER_FILES = ("learner_state.",)
+"""Name prefixes of a version's files only a resuming learner reads (``learner_state.safetensors``)."""
 _VERSION_RE = re.compile(r"^v(\d{6})$")
 
 
@@ -92,8 +94,9 @@ class Bucket(Protocol):
         that reads back, newest first, so that each skips a corrupt one to the last good one."""
         ...
 
-    def fetch(self, version: int, local_dir: Path) -> Path:
-        """Called by an engine that cannot read the bucket URL directly: copies a version locally."""
+    def fetch(self, version: int, local_dir: Path, only_served: bool = False) -> Path:
+        """Called by an engine that cannot read the bucket URL directly (``only_served``: without
+        the learner's state), and by a learner that resumes: copies a version locally."""
         ...
 
 
@@ -228,10 +231,12 @@ class AdapterBucket:
         except (FileNotFoundError, ValueError):
             return None
 
-    def fetch(self, version: int, local_dir: Path) -> Path:
+    def fetch(self, version: int, local_dir: Path, only_served: bool = False) -> Path:
         """Copies the committed ``version``'s manifest files (and meta.json) into
         ``local_dir/v000012``, checks each against its manifest (size and SHA-256), and returns
-        that folder. Files the manifest does not list are not read.
+        that folder. Files the manifest does not list are not read. With ``only_served``, the
+        learner's state (:data:`LEARNER_FILES`: optimiser moments, twice the weights' size under
+        full fine-tuning) is left out: what a replica reads.
 
         Raises:
             BucketError: the version is missing or not committed.
@@ -242,7 +247,8 @@ class AdapterBucket:
         dest = Path(local_dir) / version_name(version)
         src = self._path(version_name(version))
         local = fsspec.filesystem("file")
-        listed = {name: int(entry["size"]) for name, entry in dict(adapter.meta.get("files") or {}).items()}
+        listed = {name: int(entry["size"]) for name, entry in dict(adapter.meta.get("files") or {}).items()
+                  if not (only_served and name.startswith(LEARNER_FILES))}
         for name, size in [(META, None), *listed.items()]:
             target = dest / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +258,7 @@ class AdapterBucket:
             except ValueError as exc:
                 raise BucketCorruptError(f"{src}/{name}: {exc}") from exc
         for name, entry in dict(adapter.meta.get("files") or {}).items():
-            if _sha256(dest / name) != entry["sha256"]:
+            if name in listed and _sha256(dest / name) != entry["sha256"]:
                 raise BucketCorruptError(f"{src}/{name} does not match the SHA-256 of its manifest")
         return dest
 

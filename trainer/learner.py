@@ -35,11 +35,12 @@ from gymfleet.trainer.learner_state import check_fits, load_learner_state, save_
 from gymfleet.trainer.data_parallel import RankGroup, shard_batch
 from gymfleet.trainer.learner_config import RUN_OWNED, LearnerConfig
 from gymfleet.trainer.loss import LossConfig, LossOutput, policy_loss, reference_kl
-from gymfleet.trainer.model_card import AdapterCard, make_shareable
+from gymfleet.trainer.model_card import AdapterCard
 from gymfleet.trainer.rollout_policy import RolloutPolicy
 from gymfleet.trainer.schedule import make_schedule
 from gymfleet.trainer.signal import GroupSource, StepClaimer
 from gymfleet.trainer.step_metrics import StepMetrics
+from gymfleet.trainer.weights import TRAINED_WEIGHTS, TrainedWeights
 
 __all__ = ["RUN_OWNED", "Learner", "LearnerConfig", "StepMetrics", "sequence_logprobs"]
 
@@ -105,7 +106,8 @@ def _entropy(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Te
 
 
 class Learner:
-    """Trains a peft LoRA adapter with GRPO from a :class:`GroupSource`, publishing to a bucket.
+    """Trains a peft LoRA adapter (or every weight: ``adapter: none``) with GRPO from a
+    :class:`GroupSource`, publishing each version to a bucket.
 
     Args:
         config: the learner's settings.
@@ -121,8 +123,6 @@ class Learner:
     def __init__(self, config: LearnerConfig, policy: RolloutPolicy, source: GroupSource, bucket: AdapterBucket, claimer: str = "learner",
                  on_refill: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
                  ) -> None:
-        from peft import LoraConfig, get_peft_model
-
         self.config = config
         self.policy = policy
         self.source = source
@@ -135,15 +135,13 @@ class Learner:
         if config.gradient_checkpointing:  # non-reentrant: no input-grad hook needed under LoRA, and DDP-safe
             base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             base.config.use_cache = False
-        lora = LoraConfig(
-            r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-            target_modules=config.target_modules, task_type="CAUSAL_LM",
-        )
-        self.model = get_peft_model(base, lora)
+        self.weights: TrainedWeights = TRAINED_WEIGHTS[config.adapter](base, config)
+        """What trains (``config.adapter``): a LoRA adapter, or every weight."""
+        self.model = self.weights.model
         self.model.train()
         self.device = next(self.model.parameters()).device
         """Where the model is (``config.device``); batches are moved there."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self.weights.trainable()
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.scheduler = make_schedule(config.lr_schedule, self.optimizer, config.warmup_steps, config.lr_decay_steps)
         self.ranks: RankGroup | None = None
@@ -187,18 +185,14 @@ class Learner:
         Raises:
             BucketError: versions are published but none of them loads (the reasons listed).
         """
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
         skipped: list[str] = []
         for adapter in self.bucket.committed_newest_first():
             try:
                 with tempfile.TemporaryDirectory() as tmp:
                     local = self.bucket.fetch(adapter.version, Path(tmp))
-                    weights = load_file(str(local / "adapter_model.safetensors"))
                     optimizer_state, step = load_learner_state(local)
-                check_fits(optimizer_state, self.optimizer)
-                set_peft_model_state_dict(self.model, weights)
+                    check_fits(optimizer_state, self.optimizer)
+                    self.weights.load(local)
                 self.optimizer.load_state_dict(optimizer_state)
                 self.scheduler = make_schedule(self.config.lr_schedule, self.optimizer, self.config.warmup_steps,
                                                self.config.lr_decay_steps, done_steps=step)
@@ -269,7 +263,7 @@ class Learner:
         if self.ranks is not None:
             sums = self.ranks.all_sum(sums)
         grad_norm = torch.nn.utils.clip_grad_norm_(
-            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm)
+            self.weights.trainable(), self.config.max_grad_norm)
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
         self.scheduler.step()
@@ -305,8 +299,8 @@ class Learner:
         count = max(out.n_tokens, 1)
         loss, kl_mean = out.loss, 0.0
         if self.config.kl_coef > 0:
-            with torch.no_grad(), self.model.disable_adapter():  # the reference is the base model
-                ref = sequence_logprobs(self.model, micro.input_ids, micro.attention_mask, self.policy.temperature,
+            with torch.no_grad(), self.weights.reference() as reference:  # the base model
+                ref = sequence_logprobs(reference, micro.input_ids, micro.attention_mask, self.policy.temperature,
                                         self.policy.top_p, loss_mask=micro.loss_mask)
             kl = reference_kl(logp, ref) * mask
             loss = loss + self.config.kl_coef * kl.sum() / float(total_tokens)
@@ -354,12 +348,11 @@ class Learner:
             del self.recent_rewards[old]
 
     def save_shareable(self, folder: Path, version: int, note: str = "") -> None:
-        """Saves the adapter into ``folder`` as a PEFT folder another machine loads: the base
-        model named by its hub id, and a model card (:mod:`gymfleet.trainer.model_card`)."""
-        self.model.save_pretrained(folder)
-        make_shareable(folder, AdapterCard(
-            self.bucket.run_id, version, self.step, hub_id(self.policy.model), self.meta(),
-            dict(self.recent_rewards), note=note))
+        """Saves the trained weights into ``folder`` as a folder another machine loads, with a
+        model card (:mod:`gymfleet.trainer.model_card`): a PEFT folder naming the base model by
+        its hub id (LoRA), or a transformers model folder (full fine-tuning)."""
+        self.weights.save(folder, AdapterCard(self.bucket.run_id, version, self.step, hub_id(self.policy.model),
+                                              self.meta(), dict(self.recent_rewards), note=note))
 
     async def publish(self, metrics: StepMetrics | None = None) -> int:
         """Commits adapter + optimiser state + consumed group ids, then acks those groups.

@@ -5,7 +5,7 @@ Each field is documented under it; docs/train.md lists them with their defaults.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -24,6 +24,12 @@ class LearnerConfig(StrictModel):
     """torch dtype the learner holds the base model in (the engines may serve another)."""
     device: str = "auto"
     """Where the learner trains: ``auto`` (a GPU when there is one), ``cpu``, ``cuda:0``..."""
+    adapter: Literal["lora", "none"] = "lora"
+    """What trains, a key of trainer.weights.TRAINED_WEIGHTS: ``lora``, a LoRA adapter on the
+    frozen base (the lora_* fields and ``target_modules``); ``none``, full fine-tuning of every
+    weight (TRL without ``peft_config``), each version publishing the whole model as safetensors
+    (SmolLM2-135M in float32: 538 MB a version), which the engines load in place of their weights.
+    The lora_* fields and ``target_modules`` are then unused."""
     lora_rank: int = Field(8, ge=1)
     """LoRA rank r (rank 1 works)."""
     lora_alpha: float = 16.0

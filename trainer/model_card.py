@@ -36,6 +36,9 @@ ADAPTER_CONFIG = "adapter_config.json"
 MODEL_CARD = "README.md"
 PLAIN_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors", "adapter_model.bin", MODEL_CARD)
 """What an exported version holds: a plain PEFT folder and its card (no optimiser state, no manifest)."""
+FULL_FILES = ("config.json", "generation_config.json", "model.safetensors", MODEL_CARD)
+"""What an exported full-weight version (``learner.adapter: none``) holds: a transformers model
+folder and its card."""
 BASE_FOLDER = "base"
 """The folder of an export that holds the base weights the adapter was trained on (when carried)."""
 
@@ -221,7 +224,9 @@ def export_version(bucket: AdapterBucket, version: int, dest: Path,
                    heldout: dict[str, Any] | None = None, trained_on: dict[str, dict[str, Any]] | None = None,
                    *, with_base: bool = True) -> Path:
     """Copies ``version`` out of ``bucket`` into ``dest`` as a plain PEFT folder
-    (:data:`PLAIN_FILES`) that ``PeftModel.from_pretrained(base, dest)`` loads anywhere: the files
+    (:data:`PLAIN_FILES`) that ``PeftModel.from_pretrained(base, dest)`` loads anywhere (a
+    full-weight version: a transformers folder, :data:`FULL_FILES`, for
+    ``AutoModelForCausalLM.from_pretrained(dest)``, with its card): the files
     are checked against the version's manifest, the card rewritten with ``heldout`` (the run
     report's ``evaluation``) and ``trained_on`` when given. When the base's weights are not what
     its hub id names (:func:`carries_base`), they go into ``dest/base`` and ``adapter_config.json``
@@ -245,11 +250,15 @@ def export_version(bucket: AdapterBucket, version: int, dest: Path,
     with tempfile.TemporaryDirectory() as tmp:
         local = bucket.fetch(version, Path(tmp))
         meta = json.loads((local / "meta.json").read_text())
+        full = not (local / ADAPTER_CONFIG).is_file() and (local / "model.safetensors").is_file()
         dest.mkdir(parents=True, exist_ok=True)
-        for name in PLAIN_FILES:
+        for name in FULL_FILES if full else PLAIN_FILES:
             if (local / name).is_file():
                 shutil.copyfile(local / name, dest / name)
     card = card_from_meta(bucket.run_id, meta, heldout, trained_on)
+    if full:  # the whole model: no base to name or carry
+        (dest / MODEL_CARD).write_text(card.render())
+        return dest
     spec = _base_spec(meta)
     if spec is not None and with_base and carries_base(spec):
         card.base_origin = carry_base(spec, dest / BASE_FOLDER)

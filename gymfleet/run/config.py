@@ -216,9 +216,20 @@ class TrainConfig(StrictModel):
                 raise ValueError(f"learner.lr_schedule {self.learner.lr_schedule} decays over learner.lr_decay_steps: "
                                  "set it, or budget.max_steps")
             self.learner.lr_decay_steps = self.budget.max_steps
+        self._full_weights_servable()
         self._split_threads()
         self._hold_out()
         return self
+
+    def _full_weights_servable(self) -> None:
+        """Full fine-tuning publishes full weights, which a launched vLLM server reloads only
+        with its dev-mode routes (``server.full_weights``)."""
+        if self.learner.adapter != "none":
+            return
+        for i, engine in enumerate(self.run.policy.engines):
+            if getattr(engine, "launch", False) and not engine.server.full_weights:
+                raise ValueError(f"learner.adapter none publishes full weights, which launched vLLM servers "
+                                 f"reload only with policy.engines[{i}].server.full_weights: true; set it")
 
     def rollout_policy(self) -> RolloutPolicy:
         """What the learner must reproduce of the rollouts: ``policy.model``, the tasks' sampling

@@ -121,7 +121,7 @@ class BucketFollower:
             if not self.fetch_remote:
                 return (adapter, adapter.url), corrupt
             try:
-                return (adapter, str(self.bucket.fetch(adapter.version, self.local_dir))), corrupt
+                return (adapter, str(self.bucket.fetch(adapter.version, self.local_dir, only_served=True))), corrupt
             except BucketCorruptError as exc:
                 corrupt.append((adapter.version, exc))
         return None, corrupt

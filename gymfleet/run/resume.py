@@ -2,7 +2,7 @@
 read from the newest version's ``meta.json`` and compared with the config before anything starts.
 
 A rerun resumes the adapter and optimiser state of the run's newest version; a different base
-model, LoRA shape or dtype cannot load them (peft prints a ``size mismatch`` per tensor) or
+model, LoRA shape (or full fine-tuning instead of LoRA) or dtype cannot load them (peft prints a ``size mismatch`` per tensor) or
 would train a different model under the same run id. Such a change is refused in one line
 naming the key and both values, before a rollout is generated or a file written.
 """
@@ -44,12 +44,17 @@ def _learner(key: str) -> Callable[[Meta], Setting]:
 FROZEN: dict[str, tuple[Callable[[TrainConfig], Setting], Callable[[Meta], Setting]]] = {
     "policy.model": (lambda cfg: (cfg.run.policy.model.name_or_path, cfg.run.policy.model.gguf_file), _model),
     "learner.dtype": (lambda cfg: cfg.learner.dtype, _learner("dtype")),
+    "learner.adapter": (lambda cfg: cfg.learner.adapter, _learner("adapter")),
     "learner.lora_rank": (lambda cfg: cfg.learner.lora_rank, _learner("lora_rank")),
     "learner.lora_alpha": (lambda cfg: cfg.learner.lora_alpha, _learner("lora_alpha")),
     "learner.target_modules": (lambda cfg: list(cfg.learner.target_modules), _learner("target_modules")),
 }
 """Per config key: its value in the config, and its value in a version's ``meta.json``
 (``config``: the learner's settings, ``policy``: the rollout policy, :meth:`Learner.meta`)."""
+
+
+LORA_SHAPE = ("learner.lora_rank", "learner.lora_alpha", "learner.target_modules")
+"""The :data:`FROZEN` keys that only a LoRA run has."""
 
 
 def _shown(value: Setting) -> str:
@@ -63,6 +68,8 @@ def changed_settings(cfg: TrainConfig, meta: Meta) -> list[tuple[str, Setting, S
     a key ``meta`` does not record (an older version) is not compared."""
     changed: list[tuple[str, Setting, Setting]] = []
     for key, (in_config, in_meta) in FROZEN.items():
+        if key in LORA_SHAPE and cfg.learner.adapter == "none" and _learner("adapter")(meta) == "none":
+            continue  # full fine-tuning has no LoRA shape
         then, now = in_meta(meta), in_config(cfg)
         if then is not None and then != now:
             changed.append((key, then, now))

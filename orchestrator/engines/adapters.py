@@ -1,5 +1,11 @@
 """Adapters as replicas see them: names that carry their policy version (``<run>-v000012``), so no
-cache mixes policies, and the copy of an adapter's files onto a replica's own disk."""
+cache mixes policies, and the copy of an adapter's files onto a replica's own disk.
+
+A published version is either a LoRA adapter (a PEFT folder) or, from a learner with
+``learner.adapter: none``, full weights (a transformers folder: ``config.json``,
+``model.safetensors``); :func:`is_full_weights` tells them apart, and an engine loads the
+latter in place of its weights.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from gymfleet.core.filecopy import DEFAULT_MAX_FILE_BYTES, copy_file, read_bound
 _VERSION = re.compile(r"-v(\d+)$")
 ADAPTER_FILES = re.compile(r"^adapter_(config\.json|model\.(safetensors|bin))$")
 """The files a LoRA server reads (peft's names); optimiser state and metadata stay in the bucket."""
+FULL_WEIGHT_FILES = re.compile(r"^(config\.json|generation_config\.json|model\.safetensors)$")
+"""The files of a full-weight version an engine reads (transformers' names, one safetensors shard)."""
 MANIFEST = "meta.json"
 """A bucket version's manifest (``trainer/bucket.py``): ``{"files": {name: {"size": ...}}}``."""
 
@@ -39,13 +47,22 @@ def is_remote(path: str) -> bool:
     return bool(sep) and protocol not in {"file", "local"}
 
 
+def is_full_weights(path: str) -> bool:
+    """Whether the version folder at ``path`` (any fsspec URL) holds full weights
+    (``model.safetensors``, no ``adapter_config.json``) rather than a LoRA adapter."""
+    fs, root = fsspec.core.url_to_fs(path)
+    root = root.rstrip("/")
+    return fs.exists(f"{root}/model.safetensors") and not fs.exists(f"{root}/adapter_config.json")
+
+
 def copy_adapter(source: str, dest_dir: str, name: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     """Copies an adapter's files from ``source`` to ``dest_dir/name``, across any fsspec filesystems.
 
     Used before ``load_lora_adapter`` on a replica that cannot read the bucket: ``source`` is the
     bucket's version folder (``s3://...``, ``memory://...``, a path), ``dest_dir`` a folder on the
     replica's disk as this process reaches it (a path, or ``sftp://host/path``). Only
-    ``adapter_config.json`` and ``adapter_model.*`` are copied, and of a bucket version only those
+    ``adapter_config.json`` and ``adapter_model.*`` are copied (of a full-weight version,
+    ``config.json``, ``generation_config.json`` and ``model.safetensors``), and of a bucket version only those
     its manifest lists, at the manifest's size; a symlink or a file over ``max_file_bytes`` is
     refused (:mod:`gymfleet.core.filecopy`), and a file whose SHA-256 differs from the one its
     manifest gives is refused (the copy removed): a replica never loads a corrupt version. Files
@@ -64,8 +81,9 @@ def copy_adapter(source: str, dest_dir: str, name: str, max_file_bytes: int = DE
     dst_fs, dst_root = fsspec.core.url_to_fs(dest_dir)
     src_root = src_root.rstrip("/")
     sizes, digests = _adapter_files(src_fs, src_root)
-    if "adapter_config.json" not in sizes:
-        raise FileNotFoundError(f"no adapter_config.json under {source}: not a PEFT adapter folder")
+    if "adapter_config.json" not in sizes and "model.safetensors" not in sizes:
+        raise FileNotFoundError(f"no adapter_config.json (nor model.safetensors) under {source}: not a PEFT "
+                                "adapter folder, nor full weights")
     final = f"{dst_root.rstrip('/')}/{name}"
     dst_fs.makedirs(final, exist_ok=True)
     for filename, size in sizes.items():
@@ -96,10 +114,15 @@ def _adapter_files(fs: fsspec.AbstractFileSystem, root: str) -> tuple[dict[str, 
         if not isinstance(files, dict):
             raise ValueError(f"{root}/{MANIFEST} lists no files")
         try:
-            sizes: dict[str, int | None] = {n: int(e["size"]) for n, e in files.items() if ADAPTER_FILES.match(n)}
+            sizes: dict[str, int | None] = {n: int(e["size"]) for n, e in files.items() if _served(n)}
             digests = {n: str(e["sha256"]) for n, e in files.items() if n in sizes and "sha256" in e}
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{root}/{MANIFEST}: a file entry without a size ({exc})") from exc
         return sizes, digests
     names = (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
-    return {n: None for n in names if ADAPTER_FILES.match(n)}, {}
+    return {n: None for n in names if _served(n)}, {}
+
+
+def _served(name: str) -> bool:
+    """Whether a replica reads the file ``name`` of a version (LoRA or full weights)."""
+    return bool(ADAPTER_FILES.match(name) or FULL_WEIGHT_FILES.match(name))

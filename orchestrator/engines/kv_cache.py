@@ -102,6 +102,11 @@ class SessionCacheStore:
         for key in [k for k, e in self._entries.items() if e.adapter == adapter]:
             self._pop(key)
 
+    def clear(self) -> None:
+        """Forgets every cache (called when full weights replace the model's: none still holds)."""
+        self._entries.clear()
+        self.n_tokens = 0
+
     def _pop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from gymfleet.core.full_weights import load_full_weights
 from gymfleet.core.models import load_causal_lm, load_tokenizer
 from gymfleet.core.records import Generation, SamplingParams
-from gymfleet.orchestrator.engines.adapters import adapter_version
+from gymfleet.orchestrator.engines.adapters import adapter_version, is_full_weights
 from gymfleet.orchestrator.engines.batch import BatchRow, BatchRunner, BatchStats
 from gymfleet.orchestrator.engines.config import TransformersEngineConfig
 from gymfleet.orchestrator.engines.errors import (
@@ -51,7 +53,9 @@ class TransformersEngine:
     routing key's KV cache is kept, so the next turn of a rollout prefills only the tokens
     beyond the cached prefix, and a rollout's first turn starts from any cached sequence that
     shares its prompt's start. Adapters are peft LoRA adapters, several loaded at once,
-    mixed in one batch (peft ``adapter_names``). The model runs in one worker thread, so the
+    mixed in one batch (peft ``adapter_names``). A version of full weights (``learner.adapter:
+    none``) is loaded in place of the model's weights instead (one set at a time: each newer one
+    replaces the last; see :meth:`load_adapter`). The model runs in one worker thread, so the
     event loop never blocks. Logprobs follow :mod:`gymfleet.core.sampling`
     (after temperature and top-p; greedy reports temperature-1 logprobs).
 
@@ -70,6 +74,8 @@ class TransformersEngine:
         self.caches = SessionCacheStore(config.max_cached_sessions, config.max_cached_tokens)
         self.runner = BatchRunner(self.model, self.tokenizer, self.caches, {e for e in eos if e is not None})
         self.adapters: dict[str, str] = {}
+        self.full_versions: set[str] = set()
+        """Names of the full-weight versions loaded (the model holds the newest's weights)."""
         self.stats = EngineStats()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"engine-{self.name}")
         self._queue: asyncio.Queue[_Pending] | None = None
@@ -111,13 +117,14 @@ class TransformersEngine:
                 f"prompt of {len(prompt_ids)} tokens does not fit the context window of "
                 f"{self.max_context_tokens} tokens: shorten the conversation or end the rollout"
             )
-        if adapter is not None and adapter not in self.adapters:
+        if adapter is not None and adapter not in self.adapters and adapter not in self.full_versions:
             raise UnknownAdapterError(
                 f"adapter {adapter!r} is not loaded on replica {self.name!r} "
                 f"(loaded: {sorted(self.adapters)}): load it first"
             )
         generator = torch.Generator().manual_seed(sampling.seed) if sampling.seed is not None else self._seedless
-        row = BatchRow(list(prompt_ids), sampling, adapter, routing_key, min(sampling.max_new_tokens, room), generator)
+        lora = None if adapter in self.full_versions else adapter  # full weights are the model's own
+        row = BatchRow(list(prompt_ids), sampling, lora, routing_key, min(sampling.max_new_tokens, room), generator)
         pending = _Pending(row, asyncio.get_running_loop().create_future())
         self._ensure_batcher().put_nowait(pending)
         await pending.future
@@ -128,11 +135,26 @@ class TransformersEngine:
         )
 
     async def load_adapter(self, name: str, path: str) -> None:
-        """Loads a peft LoRA adapter under ``name``.
+        """Loads a peft LoRA adapter under ``name``, or a version of full weights in place of the
+        model's (:func:`~gymfleet.orchestrator.engines.adapters.is_full_weights`).
+
+        Full weights are copied into the model between two decode steps, and every cached KV is
+        dropped; requests already decoding go on with the new weights (their tokens' logprobs
+        are the new weights', so the learner's importance ratios stay exact), and a request
+        naming an older full-weight version is served by the newest (stamped with the older
+        version: staleness is over-counted, never under). Loading one uses no memory beyond the
+        file read (about the model's size, freed after).
 
         Raises:
-            AdapterError: already loaded, too many adapters, or the files do not load.
+            AdapterError: already loaded, too many adapters, the files do not load, or full
+                weights and LoRA adapters would be mixed on one replica.
         """
+        if is_full_weights(path):
+            await self._load_full(name, path)
+            return
+        if self.full_versions:
+            raise AdapterError(f"replica {self.name!r} serves full weights {sorted(self.full_versions)}: "
+                               f"a LoRA adapter ({name!r}) does not go on them; use one kind per run")
         if name in self.adapters:
             raise AdapterError(f"adapter {name!r} is already loaded on {self.name!r}: unload it first")
         if len(self.adapters) >= self.config.max_adapters:
@@ -146,12 +168,30 @@ class TransformersEngine:
             raise AdapterError(f"loading adapter {name!r} from {path!r} on {self.name!r} failed: {exc}") from exc
         self.adapters[name] = path
 
+    async def _load_full(self, name: str, path: str) -> None:
+        if self.runner.uses_adapters:
+            raise AdapterError(f"replica {self.name!r} holds LoRA adapters {sorted(self.adapters)}: full weights "
+                               f"({name!r}) would not reach them; use one kind per run")
+        try:
+            await self._in_worker(self._load_full_sync, path)
+        except Exception as exc:
+            raise AdapterError(f"loading full weights {name!r} from {path!r} on {self.name!r} failed: {exc}") from exc
+        self.full_versions.add(name)
+
+    def _load_full_sync(self, path: str) -> None:
+        load_full_weights(self.model, Path(path.removeprefix("file://")))
+        self.caches.clear()  # computed with the weights just replaced
+
     async def unload_adapter(self, name: str) -> None:
-        """Unloads an adapter and forgets the caches it computed.
+        """Unloads an adapter and forgets the caches it computed (a full-weight version's name is
+        forgotten; the model keeps the newest weights loaded).
 
         Raises:
             UnknownAdapterError: ``name`` is not loaded.
         """
+        if name in self.full_versions:
+            self.full_versions.discard(name)
+            return
         if name not in self.adapters:
             raise UnknownAdapterError(f"adapter {name!r} is not loaded on {self.name!r}")
         await self._in_worker(self._unload_adapter_sync, name)

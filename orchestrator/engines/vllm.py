@@ -21,6 +21,13 @@ LoRA Adapters"):
 * ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}``; ``POST /v1/unload_lora_adapter``
   ``{"lora_name"}``.
 * ``GET /health``.
+* Full weights (a learner with ``learner.adapter: none``; vLLM has no hot swap for them): on a
+  server started with ``VLLM_SERVER_DEV_MODE=1`` (``server.full_weights``), ``POST
+  /pause?mode=wait`` (requests in flight finish, new ones wait), ``POST /collective_rpc``
+  ``{"method": "reload_weights", "kwargs": {"weights_path": DIR}}`` (every worker loads the
+  version's safetensors in place), ``POST /reset_prefix_cache``, ``POST /resume``. Chosen over a
+  restart with the new weights, which stops serving for the server's whole start-up (docs/train.md
+  gives both, measured).
 
 Adapters: vLLM reads ``lora_path`` from its own disk. For a replica on another machine, set
 ``adapter_dir`` and each adapter is first copied there from the bucket
@@ -37,7 +44,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from gymfleet.core.records import Generation, SamplingParams
 from gymfleet.core.strict import StrictModel
-from gymfleet.orchestrator.engines.adapters import adapter_version, copy_adapter, is_remote
+from gymfleet.orchestrator.engines.adapters import adapter_version, copy_adapter, is_full_weights, is_remote
 from gymfleet.orchestrator.engines.errors import (
     AdapterError,
     ContextLengthError,
@@ -140,6 +147,8 @@ class VLLMEngine:
         headers = {"Authorization": f"Bearer {config.admin_token.get_secret_value()}"} if config.admin_token else None
         self._client = httpx.AsyncClient(base_url=config.base_url, timeout=timeout, transport=transport,
                                          headers=headers)
+        self._full: set[str] = set()
+        """Names of the full-weight versions loaded (the server holds the newest's weights)."""
 
     async def __aenter__(self) -> VLLMEngine:
         return self
@@ -160,7 +169,7 @@ class VLLMEngine:
     ) -> Generation:
         """Sends one token-id completion request; see the class docstring for errors."""
         body: dict[str, Any] = {
-            "model": adapter or self.config.model,
+            "model": self.config.model if adapter is None or adapter in self._full else adapter,
             "prompt": list(prompt_ids),
             "max_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature,
@@ -183,7 +192,10 @@ class VLLMEngine:
         return self._parse_completion(response, adapter)
 
     async def load_adapter(self, name: str, path: str) -> None:
-        """``POST /v1/load_lora_adapter``, after copying the adapter to ``adapter_dir`` if set.
+        """``POST /v1/load_lora_adapter``, after copying the adapter to ``adapter_dir`` if set; a
+        full-weight version (:func:`~gymfleet.orchestrator.engines.adapters.is_full_weights`)
+        replaces the server's weights instead (module docstring), and later requests naming it
+        go to the base model name.
 
         Args:
             name: the versioned adapter name.
@@ -193,14 +205,48 @@ class VLLMEngine:
             AdapterError: the replica refuses, the copy fails, or ``path`` is remote and there is
                 no ``adapter_dir`` to copy it to.
         """
+        full = await asyncio.to_thread(is_full_weights, path)
         path = await self._replica_path(name, path)
+        if full:
+            await self._reload_weights(name, path)
+            self._full.add(name)
+            return
         body = {"lora_name": name, "lora_path": path}
         response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s)
         if response.status_code != 200:
             raise AdapterError(f"{self.name}: loading {name!r} failed ({response.status_code}): {_error_message(response)}")
 
+    async def _reload_weights(self, name: str, path: str) -> None:
+        """Pause, reload every worker's weights from ``path``, drop the prefix cache, resume."""
+        timeout = self.limits.adapter_timeout_s
+        paused = await self._request("POST", "/pause", params={"mode": "wait"}, timeout=timeout)
+        if paused.status_code == 404:
+            raise AdapterError(f"{self.name}: loading full weights {name!r} needs a server started with "
+                               "VLLM_SERVER_DEV_MODE=1 (server.full_weights: true), which this one was not")
+        if paused.status_code != 200:
+            raise AdapterError(f"{self.name}: pausing for {name!r} failed ({paused.status_code}): {_error_message(paused)}")
+        try:
+            body = {"method": "reload_weights", "kwargs": {"weights_path": path}}
+            reloaded = await self._request("POST", "/collective_rpc", json=body, timeout=timeout)
+            if reloaded.status_code != 200:
+                raise AdapterError(f"{self.name}: reloading weights {name!r} from {path} failed "
+                                   f"({reloaded.status_code}): {_error_message(reloaded)}")
+            reset = await self._request("POST", "/reset_prefix_cache", timeout=timeout)
+            if reset.status_code != 200 or reset.json().get("success") is not True:
+                raise AdapterError(f"{self.name}: the prefix cache was not reset after {name!r} "
+                                   f"({reset.status_code}): {reset.text[:300]}")
+        finally:
+            resumed = await self._request("POST", "/resume", timeout=timeout)
+            if resumed.status_code != 200:
+                raise AdapterError(f"{self.name}: resuming after {name!r} failed ({resumed.status_code}): "
+                                   f"{_error_message(resumed)}")
+
     async def unload_adapter(self, name: str) -> None:
-        """``POST /v1/unload_lora_adapter``. Raises UnknownAdapterError (404) or AdapterError."""
+        """``POST /v1/unload_lora_adapter``. Raises UnknownAdapterError (404) or AdapterError.
+        A full-weight version's name is only forgotten (the server keeps the newest weights)."""
+        if name in self._full:
+            self._full.discard(name)
+            return
         body = {"lora_name": name}
         response = await self._request("POST", "/v1/unload_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s)
         if response.status_code == 404:

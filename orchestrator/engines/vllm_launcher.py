@@ -86,6 +86,11 @@ class VLLMServerConfig(StrictModel):
     """Cores for those threads (``VLLM_CPU_OMP_THREADS_BIND``, e.g. ``"0"`` or ``"2-3"``; ``nobind``
     leaves placement to the OS); None: ``threads`` cores starting at ``index * threads``, so
     replicas launched together get different cores."""
+    full_weights: bool = False
+    """Serve full-weight versions (``learner.adapter: none``): starts the server with
+    ``VLLM_SERVER_DEV_MODE=1``, which adds the routes a weight reload needs (``/pause``,
+    ``/collective_rpc``, ``/reset_prefix_cache``, ``/resume``). Those routes take no token:
+    keep such a server on loopback or a private network."""
     seed: int = 0
     """vLLM's global seed (each request also carries its own)."""
     extra_args: list[str] = Field(default_factory=list)
@@ -167,6 +172,8 @@ def server_env(config: VLLMServerConfig, index: int, base: dict[str, str] | None
         "OMP_NUM_THREADS": str(config.threads),  # the API server's own torch (tokenising, sampling glue)
         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
     })
+    if config.full_weights:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     env.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
     return env
 

@@ -91,6 +91,7 @@ def _trained_with(tmp_path: Path, **learner: object) -> Path:
     ("learner.lora_rank=16", "learner.lora_rank is 1 in the run (v1), 16 in the config"),
     ("learner.dtype=bfloat16", "learner.dtype is float32 in the run (v1), bfloat16 in the config"),
     ("policy.model=/srv/other-model", "policy.model is embedded in the run (v1), /srv/other-model in the config"),
+    ("learner.adapter=none", "learner.adapter is lora in the run (v1), none in the config"),
 ])
 async def test_a_changed_setting_on_resume_is_refused_before_anything_starts(
         tmp_path: Path, override: str, message: str) -> None:

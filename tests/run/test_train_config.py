@@ -52,6 +52,9 @@ def test_the_embedded_default_config_loads() -> None:
     ({"tasks": [_task("a")], "mode": "lockstep"}, [], "mode"),
     ({"tasks": [_task("a")]}, ["learner"], "KEY.PATH=VALUE"),
     ({"tasks": [_task("a")], "learner": {"lora_rank": 0}}, [], "learner.lora_rank"),
+    ({"tasks": [_task("a")], "learner": {"adapter": "full"}}, [], "learner.adapter"),
+    ({"tasks": [_task("a")], "learner": {"adapter": "none"},
+      "policy": {"engines": [{"kind": "vllm", "launch": True}]}}, [], r"policy.engines\[0\].server.full_weights: true"),
 ])
 def test_bad_configs_say_what_to_fix(tmp_path: Path, doc: dict, overrides: list[str], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):

@@ -31,12 +31,13 @@ from tests.conftest import require
 MAX_RUNNING = 2
 CONTEXT = 2048
 SPECS = {
-    "f32": VLLMServerConfig(dtype="float32", max_lora_rank=16, max_model_len=CONTEXT),
+    # full_weights: test_full_weights reloads (and restores) its weights through the dev-mode routes
+    "f32": VLLMServerConfig(dtype="float32", max_lora_rank=16, max_model_len=CONTEXT, full_weights=True),
     # the broadcast test's refusing replica: rank-16 adapters exceed its max_lora_rank
     "f32-rank8": VLLMServerConfig(dtype="float32", max_lora_rank=8, max_model_len=CONTEXT),
 }
 # Module order: servers started once (pair first, then the bfloat16 one, then runs launching their own).
-ORDER = ["test_client", "test_tito", "test_router", "test_parity", "test_replica_kill", "test_serve_cli", "test_train"]
+ORDER = ["test_client", "test_tito", "test_router", "test_parity", "test_full_weights", "test_replica_kill", "test_serve_cli", "test_train"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
