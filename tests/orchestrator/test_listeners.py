@@ -39,7 +39,7 @@ async def replica(tmp_path: Path) -> AsyncIterator[tuple[FakeEngine, str, Path]]
                                                build_admin_app(engine, admin_token=TOKEN), "127.0.0.1", port, sock))  # type: ignore[arg-type]
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient() as http:
-        for _ in range(200):
+        for _ in range(1500):  # up to ~30 s on a loaded machine
             try:
                 if (await http.get(f"{url}/health")).status_code == 200:
                     break
