@@ -72,23 +72,30 @@ def serve(
     )
     token = _admin_token(admin_token_file.expanduser())
     admin_path = (admin_socket or admin_token_file.parent / f"serve-{port}.sock").expanduser()
-    sock = _bind_admin_socket(admin_path)
+    tcp, sock = _bind(host, port, admin_path)
     engine = TransformersEngine(config)
     cache = Path(adapter_cache) if adapter_cache else None
     console.print(f"admin routes (load/unload adapter) on unix socket {admin_path}, with the token in "
                   f"{admin_token_file}", markup=False, highlight=False, soft_wrap=True)
     asyncio.run(serve_listeners(build_app(engine, served_model_name, admin=False),
-                                build_admin_app(engine, adapter_cache=cache, admin_token=token), host, port, sock))
+                                build_admin_app(engine, adapter_cache=cache, admin_token=token), tcp, sock))
 
 
-def _bind_admin_socket(path: Path) -> socket.socket:
-    """The admin listener's socket; one line and exit 2 when it cannot be had."""
+def _bind(host: str, port: int, admin_path: Path) -> tuple[socket.socket, socket.socket]:
+    """The inference port's and the admin listener's sockets, bound before the model loads; one
+    line and exit 2 when either cannot be had."""
     from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
-    from gymfleet.orchestrator.engines.listeners import bind_admin_socket
+    from gymfleet.orchestrator.engines.listeners import bind_admin_socket, bind_inference_socket
 
     try:
-        return bind_admin_socket(path)
+        tcp = bind_inference_socket(host, port)
     except ReplicaLaunchError as exc:
+        console.print(Text("error: ", style="red") + Text(str(exc)), soft_wrap=True)
+        raise typer.Exit(2) from exc
+    try:
+        return tcp, bind_admin_socket(admin_path)
+    except ReplicaLaunchError as exc:
+        tcp.close()
         console.print(Text("error: ", style="red") + Text(str(exc)), soft_wrap=True)
         raise typer.Exit(2) from exc
 

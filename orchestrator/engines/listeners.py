@@ -76,6 +76,21 @@ def _remove_stale(path: Path) -> None:
                              "--admin-socket")
 
 
+def bind_inference_socket(host: str, port: int) -> socket.socket:
+    """The inference port's listening TCP socket, bound before the model loads so that a port in
+    use is said at once, in one line.
+
+    Raises:
+        ReplicaLaunchError: ``host:port`` cannot be bound (in use, not an address of this host).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        raise ReplicaLaunchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}: pass another "
+                                 "--port or --host") from exc
+
+
 class _Listener(uvicorn.Server):
     """A uvicorn server that leaves signal handling to :func:`serve_listeners` (two share a loop)."""
 
@@ -84,16 +99,13 @@ class _Listener(uvicorn.Server):
         yield
 
 
-async def serve_listeners(inference_app: Any, admin_app: Any, host: str, port: int, admin_sock: socket.socket,
-                          log_level: str = "warning") -> None:
-    """Serves ``inference_app`` on ``host:port`` and ``admin_app`` on ``admin_sock`` until
-    SIGINT/SIGTERM (or until either server stops), then stops both and removes the socket file.
-
-    A ``host:port`` that cannot be bound ends the process with exit status 1 after uvicorn's log
-    line saying why, as ``uvicorn.run`` does.
-    """
+async def serve_listeners(inference_app: Any, admin_app: Any, inference_sock: socket.socket,
+                          admin_sock: socket.socket, log_level: str = "warning") -> None:
+    """Serves ``inference_app`` on ``inference_sock`` (:func:`bind_inference_socket`) and
+    ``admin_app`` on ``admin_sock`` (:func:`bind_admin_socket`) until SIGINT/SIGTERM (or until
+    either server stops), then stops both and removes the socket file."""
     path = admin_sock.getsockname()
-    servers = [_Listener(uvicorn.Config(inference_app, host=host, port=port, log_level=log_level)),
+    servers = [_Listener(uvicorn.Config(inference_app, log_level=log_level)),
                _Listener(uvicorn.Config(admin_app, log_level=log_level))]
     loop = asyncio.get_running_loop()
 
@@ -103,7 +115,8 @@ async def serve_listeners(inference_app: Any, admin_app: Any, host: str, port: i
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop)
-    tasks = [asyncio.create_task(servers[0].serve()), asyncio.create_task(servers[1].serve(sockets=[admin_sock]))]
+    tasks = [asyncio.create_task(servers[0].serve(sockets=[inference_sock])),
+             asyncio.create_task(servers[1].serve(sockets=[admin_sock]))]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         stop()  # one stopping (its port taken, say) stops the other
@@ -112,6 +125,7 @@ async def serve_listeners(inference_app: Any, admin_app: Any, host: str, port: i
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         admin_sock.close()
+        inference_sock.close()
         with contextlib.suppress(OSError):
             if isinstance(path, str) and path:
                 os.unlink(path)

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
-from gymfleet.orchestrator.engines.listeners import bind_admin_socket, serve_listeners
+from gymfleet.orchestrator.engines.listeners import bind_admin_socket, bind_inference_socket, serve_listeners
 from gymfleet.orchestrator.engines.server import build_admin_app, build_app
 from gymfleet.orchestrator.engines.vllm import VLLMEngine, VLLMEngineConfig
 from tests.orchestrator.fake_engine import FakeEngine
@@ -34,9 +34,9 @@ def _free_port() -> int:
 async def replica(tmp_path: Path) -> AsyncIterator[tuple[FakeEngine, str, Path]]:
     """A FakeEngine behind both listeners, as `gymfleet serve` runs them."""
     engine, port, path = FakeEngine("r0"), _free_port(), tmp_path / "run" / "admin.sock"
-    sock = bind_admin_socket(path)
+    tcp, sock = bind_inference_socket("127.0.0.1", port), bind_admin_socket(path)
     task = asyncio.create_task(serve_listeners(build_app(engine, "base", admin=False),  # type: ignore[arg-type]
-                                               build_admin_app(engine, admin_token=TOKEN), "127.0.0.1", port, sock))  # type: ignore[arg-type]
+                                               build_admin_app(engine, admin_token=TOKEN), tcp, sock))  # type: ignore[arg-type]
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient() as http:
         for _ in range(1500):  # up to ~30 s on a loaded machine
@@ -102,3 +102,9 @@ def test_serve_refuses_an_admin_socket_it_cannot_have_in_one_line(tmp_path: Path
                                       "--admin-socket", str(tmp_path / "taken")])
     assert result.exit_code == 2 and "is not a socket" in result.output, result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # a port in use: uvicorn's SystemExit traceback before
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--port", str(port), "--admin-token-file", str(tmp_path / "token"),
+                                          "--admin-socket", str(tmp_path / "a.sock")])
+    assert result.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "a.sock").exists()
