@@ -1,7 +1,7 @@
 """Harbor / Terminal-Bench task corpus sweep: per task build, no-op (0 expected), oracle (1 expected).
 
     python benchmarks/harbor_sweep.py [PATH] [--dry-run] [--limit N] [--max-workers N] [--out FILE]
-                                      [--keep-processes GLOBS]
+                                      [--keep-processes GLOBS] [--verdicts FILE]
 
 PATH is a task folder, a folder of task folders, or a glob (docs/harbor.md). Each task is built
 (``gymfleet-harbor/<task>:<hash>``, cached), played once with ``submit`` alone (no-op) and, when
@@ -10,7 +10,8 @@ and translates. Rows are appended to ``--out`` as they finish; a second run skip
 already there (resumable). Prints one JSON object: counts by outcome, counts by reason, build
 time p50 and the per-task table. Each row that did not end ``ok`` is classified (``fault``:
 the task's, out of scope, gymfleet's, with ``fault_reason``); an oracle below 1 whose processes
-were stopped before the tests says so (``--keep-processes`` keeps them for those tasks).
+were stopped before the tests says so (``--keep-processes`` keeps them for those tasks). What the
+rules leave ``unclassified`` a person classifies with ``--verdicts`` (``fault_by: "verdicts"``).
 """
 
 from __future__ import annotations
@@ -211,6 +212,42 @@ def _fault(row: dict[str, Any], outcome: str, reason: str) -> tuple[str, str]:
     return "unclassified", f"{outcome}: read the output tail"
 
 
+FAULTS = ("task", "out of scope", "gymfleet")
+"""What a row's failure can be put down to, by rule (:func:`classify`) or by a person (``--verdicts``)."""
+
+
+def load_verdicts(path: Path | None) -> dict[str, dict[str, str]]:
+    """``--verdicts``: a JSON object ``{task: {"fault": one of FAULTS, "reason": "..."}}``, a
+    person's reading of rows the rules leave ``unclassified`` (say, a solution that writes into a
+    folder its image never makes).
+
+    Raises:
+        ValueError: the file does not read, or an entry is not of that shape (one line).
+    """
+    if path is None:
+        return {}
+    try:
+        verdicts = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--verdicts {path}: {exc}") from exc
+    if not isinstance(verdicts, dict):
+        raise ValueError(f"--verdicts {path}: a JSON object of task -> {{fault, reason}} is expected")
+    for name, verdict in verdicts.items():
+        if (not isinstance(verdict, dict) or verdict.get("fault") not in FAULTS
+                or not isinstance(verdict.get("reason"), str) or not verdict["reason"].strip()):
+            raise ValueError(f"--verdicts {path}: {name!r} needs fault (one of {', '.join(FAULTS)}) and a reason")
+    return verdicts
+
+
+def apply_verdict(row: dict[str, Any], verdicts: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """``row`` with a person's verdict when the rules left it ``unclassified``
+    (``fault_by: "verdicts"``); a rule's classification is never overridden."""
+    verdict = verdicts.get(row["task"])
+    if verdict is None or row.get("fault") != "unclassified":
+        return row
+    return {**row, "fault": verdict["fault"], "fault_reason": verdict["reason"], "fault_by": "verdicts"}
+
+
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts by outcome and reason, the headline fractions, build times."""
     built = [r for r in rows if "build" in r]
@@ -266,7 +303,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{folder.name}: {done[str(folder)]['outcome']}", file=sys.stderr, flush=True)
 
     await asyncio.gather(*(one(f) for f in folders if str(f) not in done))
-    rows = [done[str(f)] for f in folders if str(f) in done]
+    rows = [apply_verdict(done[str(f)], args.verdicts) for f in folders if str(f) in done]
     return {"path": str(args.path), "dry_run": args.dry_run, "duration_s": round(time.monotonic() - started, 1),
             "summary": summarise(rows), "rows": rows}
 
@@ -288,7 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-processes", default="", metavar="GLOBS",
                         help="task ids or globs (comma-separated) whose tests run beside the processes the agent left "
                              "(the env's keep_processes): for solutions that leave a service for the tests")
+    parser.add_argument("--verdicts", type=Path, default=None, metavar="FILE",
+                        help="JSON {task: {fault, reason}}: a person's classification of rows the rules leave "
+                             "unclassified (fault: task, out of scope or gymfleet)")
     args = parser.parse_args(argv)
+    try:
+        args.verdicts = load_verdicts(args.verdicts)
+    except ValueError as exc:
+        print(f"harbor_sweep: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
     args.keep_processes = [g.strip() for g in args.keep_processes.split(",") if g.strip()]
     if args.max_workers < 1 or args.limit < 0:
         print("harbor_sweep: --max-workers must be >= 1 and --limit >= 0", file=sys.stderr)

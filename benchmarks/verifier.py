@@ -46,6 +46,10 @@ async def _one(backend: SandboxBackend, spec: SandboxSpec, args: argparse.Namesp
     async with backend.create(spec, SandboxLabels(run_id=RUN_ID)) as sb:
         await sb.exec(f"head -c {args.workdir_kb * 1024} /dev/urandom > data.bin; "
                       f"for i in $(seq {args.daemons}); do nohup sleep 600 >/dev/null 2>&1 & done")
+        # untimed: wait until every daemon is sleep itself (on a loaded host one can still be mid-exec,
+        # its command line empty, when stop_processes lists them)
+        await sb.exec(f"for t in $(seq 200); do [ $(grep -lx sleep /proc/[0-9]*/comm 2>/dev/null | wc -l) "
+                      f"-ge {args.daemons} ] && break; sleep 0.05; done")
         t = time.perf_counter()
         await sb.exec("true")
         times["exec"].append(time.perf_counter() - t)

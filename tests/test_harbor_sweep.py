@@ -120,3 +120,18 @@ def test_a_verifier_that_never_writes_a_reward_is_the_tasks_fault(sweep) -> None
            "nop": {"error": "the verifier wrote neither /logs/verifier/reward.txt nor reward.json"}}
     assert sweep.classify(row)["fault"] == "task"
     assert sweep.classify({**row, "writes_reward": True})["fault"] == "unclassified"
+
+
+def test_a_persons_verdict_classifies_what_the_rules_leave_and_nothing_else(sweep, tmp_path, capsys) -> None:
+    verdicts = {"wd": {"fault": "task", "reason": "its solution writes into /app, which its image never makes"}}
+    left = sweep.classify({"task": "wd", "outcome": "oracle scored < 1", "test_needs": "offline"})
+    assert left["fault"] == "unclassified"
+    judged = sweep.apply_verdict(left, verdicts)
+    assert (judged["fault"], judged["fault_by"]) == ("task", "verdicts") and "/app" in judged["fault_reason"]
+    ruled = sweep.classify({"task": "wd", "outcome": "nop scored > 0", "test_needs": "offline"})
+    assert sweep.apply_verdict(ruled, {"wd": {"fault": "gymfleet", "reason": "x"}}) == ruled  # rules win
+    task(tmp_path / "corpus", "wd", "FROM ubuntu:24.04\n")
+    bad = tmp_path / "verdicts.json"
+    bad.write_text(json.dumps({"wd": {"fault": "cosmic rays", "reason": "?"}}))
+    assert sweep.main([str(tmp_path / "corpus"), "--dry-run", "--verdicts", str(bad)]) == 2
+    assert "needs fault (one of task, out of scope, gymfleet)" in capsys.readouterr().err

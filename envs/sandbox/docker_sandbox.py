@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 _KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what bash reports for a killed child
 _READ_BACK_MAX_BYTES = 64 << 20  # output of a killed wrapper read back whole: not beyond this
 _MAX_ARGV_CMD_BYTES = 64 << 10  # Linux caps one argv string at 128 KiB: longer commands go by file
+_START_AGAIN_AFTER_S = 1.0
+"""Pause before starting a command Docker could not start once (a runc hiccup on a loaded host)."""
 _OUT_OF_PROCESSES = ("resource temporarily unavailable", "cannot allocate memory")
 _SELF_KILLED_NOTE = (
     "[gymfleet: the command killed the process running it (kill -9 -1?): the rest of its process "
@@ -181,7 +183,7 @@ class DockerSandbox:
             return await self._attempt(container, cmd, timeout_s, workdir, env)
         except _NoProcessError as exc:
             if not exc.out_of_processes:
-                raise self._damaged(str(exc)) from None
+                return await self._start_again(container, cmd, timeout_s, workdir, env)
             reason = str(exc)
         # Out of processes (a fork bomb left running): the wrapper never started, so the command
         # never ran. A restart kills every process (files stay); then its first and only run.
@@ -192,6 +194,19 @@ class DockerSandbox:
             raise self._damaged(f"{exc} (even after a restart)") from None
         note = f"[gymfleet: the sandbox could not start a process ({reason}); it was restarted, killing every process in it]\n"
         return dataclasses.replace(result, stderr=note + result.stderr)
+
+    async def _start_again(
+        self, container: Container, cmd: str, timeout_s: float, workdir: str | None, env: dict[str, str] | None
+    ) -> ExecResult:
+        """Docker could not start the wrapper, and not for want of processes. On a loaded host runc
+        fails so now and then (``read init-p: connection reset by peer``, seen in the Harbor
+        sweep on a no-op episode); the command never ran, so it is started once more after a
+        pause. Failing again, the sandbox is damaged (bash removed, say): the agent's doing."""
+        await asyncio.sleep(_START_AGAIN_AFTER_S)
+        try:
+            return await self._attempt(container, cmd, timeout_s, workdir, env)
+        except _NoProcessError as exc:
+            raise self._damaged(str(exc)) from None
 
     def _damaged(self, reason: str) -> SandboxDamagedError:
         short_id = self._container.short_id if self._container else "?"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,9 @@ def serve(
     admin_token_file: Path = typer.Option(
         Path("~/.config/gymfleet/serve-admin-token"), help="embedded: the token load/unload requests must carry "
         "(Authorization: Bearer); created (mode 0600, random) when missing. Clients: engine admin_token."),
+    admin_socket: Path | None = typer.Option(
+        None, help="embedded: the unix socket (mode 0600) where load/unload are served; the TCP port serves "
+        "no admin route. Default: serve-<port>.sock beside --admin-token-file. Clients: engine admin_socket."),
 ) -> None:
     """Serve one replica over HTTP (completions with token ids and logprobs, LoRA load/unload, health)."""
     if backend is Backend.vllm:
@@ -57,22 +61,42 @@ def serve(
                     max_loras=max_adapters, max_model_len=max_context_tokens or 4096, threads=threads,
                     max_lora_rank=max_lora_rank, kv_cache_gib=kv_cache_gib, cpu_ids=cpu_ids)
         return
-    import uvicorn
-
-    from gymfleet.orchestrator import build_app, TransformersEngine, TransformersEngineConfig
+    from gymfleet.orchestrator import (
+        TransformersEngine, TransformersEngineConfig, build_admin_app, build_app, serve_listeners)
 
     config = TransformersEngineConfig(
         name=name or f"{host}:{port}", source=ModelSpec(name_or_path=model, gguf_file=gguf_file),
         max_batch_size=max_batch_size, batch_window_ms=batch_window_ms, max_adapters=max_adapters,
         max_context_tokens=max_context_tokens, n_threads=threads,
     )
+    token = _admin_token(admin_token_file.expanduser())
+    admin_path = (admin_socket or admin_token_file.parent / f"serve-{port}.sock").expanduser()
+    tcp, sock = _bind(host, port, admin_path)
     engine = TransformersEngine(config)
     cache = Path(adapter_cache) if adapter_cache else None
-    token = _admin_token(admin_token_file.expanduser())
-    console.print(f"admin routes (load/unload adapter) need the token in {admin_token_file}", markup=False,
-                  highlight=False, soft_wrap=True)
-    uvicorn.run(build_app(engine, served_model_name, adapter_cache=cache, admin_token=token), host=host, port=port,
-                log_level="warning")
+    console.print(f"admin routes (load/unload adapter) on unix socket {admin_path}, with the token in "
+                  f"{admin_token_file}", markup=False, highlight=False, soft_wrap=True)
+    asyncio.run(serve_listeners(build_app(engine, served_model_name, admin=False),
+                                build_admin_app(engine, adapter_cache=cache, admin_token=token), tcp, sock))
+
+
+def _bind(host: str, port: int, admin_path: Path) -> tuple[socket.socket, socket.socket]:
+    """The inference port's and the admin listener's sockets, bound before the model loads; one
+    line and exit 2 when either cannot be had."""
+    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
+    from gymfleet.orchestrator.engines.listeners import bind_admin_socket, bind_inference_socket
+
+    try:
+        tcp = bind_inference_socket(host, port)
+    except ReplicaLaunchError as exc:
+        console.print(Text("error: ", style="red") + Text(str(exc)), soft_wrap=True)
+        raise typer.Exit(2) from exc
+    try:
+        return tcp, bind_admin_socket(admin_path)
+    except ReplicaLaunchError as exc:
+        tcp.close()
+        console.print(Text("error: ", style="red") + Text(str(exc)), soft_wrap=True)
+        raise typer.Exit(2) from exc
 
 
 def _admin_token(path: Path) -> str:

@@ -15,11 +15,14 @@ policy version (``<run>-v000003``), so the same name is the same weights (a rest
 loads again what its replica holds).
 
 The admin routes (load, unload) change what every rollout samples from, so a web page must never
-reach them (a browser task's page runs on the same host): they refuse any request a browser
-made (one carrying an ``Origin`` or ``Sec-Fetch-*`` header: browsers set these, and page
-scripts cannot remove them) with 403, and, when the app has an ``admin_token``, any request
-without ``Authorization: Bearer <admin_token>`` with 401. ``gymfleet serve`` always sets one
-(``--admin-token-file``, a 0600 file no page can read).
+reach them (a browser task's page runs on the same host). ``gymfleet serve`` therefore serves
+them apart: :func:`build_app` with ``admin=False`` on the TCP port (no admin route there: 404) and
+:func:`build_admin_app` on a unix-domain socket that no page can open
+(:mod:`~gymfleet.orchestrator.engines.listeners`). Wherever they are served, they refuse any
+request a browser made (one carrying an ``Origin`` or ``Sec-Fetch-*`` header: browsers set these,
+and page scripts cannot remove them) with 403, and, when the app has an ``admin_token``, any
+request without ``Authorization: Bearer <admin_token>`` with 401. ``gymfleet serve`` always sets
+one (``--admin-token-file``, a 0600 file no page can read).
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ def admin_refusal(request: Request, admin_token: str | None) -> Response | None:
 
 
 def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache: Path | None = None,
-              admin_token: str | None = None) -> Starlette:
+              admin_token: str | None = None, admin: bool = True) -> Starlette:
     """The ASGI app serving ``engine`` under the base model name ``served_model_name``.
 
     Args:
@@ -108,9 +111,31 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
             reads (as with vLLM).
         admin_token: the bearer token load/unload requests must carry; None: no token (requests
             from web pages are refused all the same).
+        admin: serve the admin routes (load/unload) here too; ``gymfleet serve`` passes False and
+            serves them on its admin socket (:func:`build_admin_app`).
     """
-    copies: dict[str, Path] = {}
+    routes = _inference_routes(engine, served_model_name)
+    if admin:
+        routes += _admin_routes(engine, adapter_cache, admin_token)
+    return Starlette(routes=routes, exception_handlers={Exception: _internal_error})
 
+
+def build_admin_app(engine: TransformersEngine, adapter_cache: Path | None = None,
+                    admin_token: str | None = None) -> Starlette:
+    """The admin routes alone (``POST /v1/load_lora_adapter``, ``/v1/unload_lora_adapter``) plus
+    ``GET /health``, for the replica's admin listener; arguments as in :func:`build_app`."""
+    async def health(request: Request) -> Response:
+        return Response(status_code=200 if await engine.health() else 503)
+
+    routes = [*_admin_routes(engine, adapter_cache, admin_token), Route("/health", health, methods=["GET"])]
+    return Starlette(routes=routes, exception_handlers={Exception: _internal_error})
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return error_response(500, f"replica failed: {exc!r}", "InternalServerError")
+
+
+def _inference_routes(engine: TransformersEngine, served_model_name: str) -> list[Route]:
     async def completions(request: Request) -> Response:
         try:
             body = CompletionRequest.model_validate(await request.json())
@@ -130,6 +155,24 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
         except UnknownAdapterError as exc:
             return error_response(404, str(exc), "NotFoundError")
         return JSONResponse(_completion_body(engine, body, generation))
+
+    async def models(request: Request) -> Response:
+        names = [served_model_name, *engine.adapters]
+        data = [{"id": n, "object": "model", "owned_by": "gymfleet", "parent": None if n == served_model_name else served_model_name} for n in names]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200 if await engine.health() else 503)
+
+    return [
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+
+
+def _admin_routes(engine: TransformersEngine, adapter_cache: Path | None, admin_token: str | None) -> list[Route]:
+    copies: dict[str, Path] = {}
 
     async def load_lora_adapter(request: Request) -> Response:
         if (refused := admin_refusal(request, admin_token)) is not None:
@@ -169,26 +212,10 @@ def build_app(engine: TransformersEngine, served_model_name: str, adapter_cache:
             return error_response(404, str(exc), "NotFoundError")
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
 
-    async def models(request: Request) -> Response:
-        names = [served_model_name, *engine.adapters]
-        data = [{"id": n, "object": "model", "owned_by": "gymfleet", "parent": None if n == served_model_name else served_model_name} for n in names]
-        return JSONResponse({"object": "list", "data": data})
-
-    async def health(request: Request) -> Response:
-        return Response(status_code=200 if await engine.health() else 503)
-
-    routes = [
-        Route("/v1/completions", completions, methods=["POST"]),
+    return [
         Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
         Route("/v1/unload_lora_adapter", unload_lora_adapter, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
     ]
-
-    async def internal_error(request: Request, exc: Exception) -> Response:
-        return error_response(500, f"replica failed: {exc!r}", "InternalServerError")
-
-    return Starlette(routes=routes, exception_handlers={Exception: internal_error})
 
 
 def _completion_body(engine: TransformersEngine, body: CompletionRequest, generation: Any) -> dict[str, Any]:

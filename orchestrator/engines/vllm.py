@@ -95,6 +95,10 @@ class VLLMEngineConfig(StrictModel):
     """Sent as ``Authorization: Bearer`` with every request: the admin token of a ``gymfleet
     serve`` replica (the content of its ``--admin-token-file``), or a vLLM server's ``--api-key``.
     None: no header (a server without a token)."""
+    admin_socket: str | None = None
+    """The replica's admin listener, a unix-domain socket path on this machine (``gymfleet serve
+    --admin-socket``): adapter load/unload requests go there, everything else to ``base_url``.
+    None: all requests to ``base_url`` (a vLLM server, a cluster's replica actors)."""
     replica_reads_urls: bool = False
     """The replica copies an adapter given as an fsspec URL from the bucket itself (``gymfleet
     serve`` replicas made with an adapter cache, such as ``train --cluster``'s replica actors; vLLM
@@ -120,6 +124,9 @@ class VLLMEngineConfig(StrictModel):
             raise ValueError("server: flags of servers launched here; set launch: true, or drop server for a running one")
         if self.adapter_dir_on_replica and not self.adapter_dir:
             raise ValueError("adapter_dir_on_replica needs adapter_dir (where to copy adapters to)")
+        if self.launch and self.admin_socket:
+            raise ValueError("admin_socket is a gymfleet serve replica's (--admin-socket); launched vLLM servers "
+                             "take admin requests on their port: drop admin_socket")
         if self.replica_reads_urls and self.adapter_dir:
             raise ValueError("replica_reads_urls: the replica copies adapters itself; drop adapter_dir")
         return self
@@ -149,6 +156,11 @@ class VLLMEngine:
                                          headers=headers)
         self._full: set[str] = set()
         """Names of the full-weight versions loaded (the server holds the newest's weights)."""
+        self._admin_client = self._client
+        if config.admin_socket:  # ``transport`` (tests) stands in for the socket too
+            self._admin_client = httpx.AsyncClient(
+                base_url="http://replica-admin", timeout=timeout, headers=headers,
+                transport=transport or httpx.AsyncHTTPTransport(uds=config.admin_socket))
 
     async def __aenter__(self) -> VLLMEngine:
         return self
@@ -157,8 +169,10 @@ class VLLMEngine:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Closes the connection pool."""
+        """Closes the connection pools."""
         await self._client.aclose()
+        if self._admin_client is not self._client:
+            await self._admin_client.aclose()
 
     async def generate(
         self,
@@ -212,7 +226,8 @@ class VLLMEngine:
             self._full.add(name)
             return
         body = {"lora_name": name, "lora_path": path}
-        response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s)
+        response = await self._request("POST", "/v1/load_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s,
+                                       admin=True)
         if response.status_code != 200:
             raise AdapterError(f"{self.name}: loading {name!r} failed ({response.status_code}): {_error_message(response)}")
 
@@ -248,7 +263,8 @@ class VLLMEngine:
             self._full.discard(name)
             return
         body = {"lora_name": name}
-        response = await self._request("POST", "/v1/unload_lora_adapter", json=body, timeout=self.limits.adapter_timeout_s)
+        response = await self._request("POST", "/v1/unload_lora_adapter", json=body,
+                                       timeout=self.limits.adapter_timeout_s, admin=True)
         if response.status_code == 404:
             raise UnknownAdapterError(f"{self.name}: {_error_message(response)}")
         if response.status_code != 200:
@@ -280,11 +296,13 @@ class VLLMEngine:
             return False
         return response.status_code == 200
 
-    async def _request(self, method: str, url: str, timeout: float | None = None, **kwargs: Any) -> httpx.Response:
+    async def _request(self, method: str, url: str, timeout: float | None = None, admin: bool = False,
+                       **kwargs: Any) -> httpx.Response:
         if timeout is not None:
             kwargs["timeout"] = httpx.Timeout(timeout, connect=self.config.connect_timeout_s)
+        client = self._admin_client if admin else self._client
         try:
-            return await self._client.request(method, url, **kwargs)
+            return await client.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
             raise ReplicaTimeoutError(f"{self.name}: no answer to {method} {url} in time ({exc!r})") from exc
         except httpx.HTTPError as exc:  # refused, reset, protocol error: the replica is unreachable

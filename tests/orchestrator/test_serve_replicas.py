@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -60,10 +61,11 @@ def _wait_healthy(urls: list[str], procs: list[subprocess.Popen[bytes]], logs: l
 
 
 @contextmanager
-def serve_replicas(folder: Path, extra_args: list[list[str]]) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+def serve_replicas(folder: Path, extra_args: list[list[str]]) -> Iterator[list[tuple[str, subprocess.Popen[bytes], str]]]:
     """One `gymfleet serve` process per entry of ``extra_args`` (its own flags), healthy before it
-    yields; each is thawed (SIGCONT, in case a test froze it), terminated, then killed if it lingers."""
-    urls, procs, logs = [], [], []
+    yields ``(url, process, admin socket)`` each (the socket at its default place, beside the token
+    file); each is thawed (SIGCONT, in case a test froze it), terminated, then killed if it lingers."""
+    urls, procs, logs, sockets = [], [], [], []
     token_file = folder / "admin-token"
     token_file.write_text(ADMIN_TOKEN + "\n")
     for i, extra in enumerate(extra_args):
@@ -74,9 +76,10 @@ def serve_replicas(folder: Path, extra_args: list[list[str]]) -> Iterator[list[t
         procs.append(subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT))
         urls.append(f"http://127.0.0.1:{port}")
         logs.append(log)
+        sockets.append(str(folder / f"serve-{port}.sock"))
     try:
         _wait_healthy(urls, procs, logs, timeout_s=420)
-        yield list(zip(urls, procs))
+        yield list(zip(urls, procs, sockets))
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -91,7 +94,7 @@ def serve_replicas(folder: Path, extra_args: list[list[str]]) -> Iterator[list[t
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes], str]]]:
     """Four `gymfleet serve` processes; the last holds at most one adapter (to make a broadcast fail)."""
     extra = [["--max-adapters", "1" if i == 3 else "4"] for i in range(4)]
     with serve_replicas(tmp_path_factory.mktemp("replicas"), extra) as served:
@@ -99,9 +102,10 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[st
 
 
 def clients(replicas: list[tuple[str, Any]], timeout_s: float = 120.0) -> list[VLLMEngine]:
-    return [VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name=f"replica{i}", admin_token=ADMIN_TOKEN),
+    return [VLLMEngine(VLLMEngineConfig(base_url=url, model=BASE, name=f"replica{i}", admin_token=ADMIN_TOKEN,
+                                        admin_socket=admin_socket),
                        limits=ReplicaLimits(request_timeout_s=timeout_s))
-            for i, (url, _) in enumerate(replicas)]
+            for i, (url, _, admin_socket) in enumerate(replicas)]
 
 
 async def run_rollout(gateway: Gateway, rollout_id: str, n_turns: int) -> Any:
@@ -133,6 +137,21 @@ async def test_completions_caches_and_bad_input_over_http(replicas: list[tuple[s
             await engine.generate(prompt, SAMPLING, adapter="run-v000077")
 
 
+async def test_admin_routes_are_on_the_socket_only(replicas: list[tuple[str, Any, str]], lora_dirs: list[Path]) -> None:
+    """What a page on this host could reach (the TCP port) serves no admin route, even with the
+    token; the admin socket is the owner's alone (0600) and still asks for the token."""
+    url, _, admin_socket = replicas[0]
+    body = {"lora_name": "run-v000009", "lora_path": str(lora_dirs[0])}
+    bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    for route in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+        assert httpx.post(f"{url}{route}", json=body, headers=bearer, timeout=30).status_code == 404
+    assert stat.S_IMODE(os.stat(admin_socket).st_mode) == 0o600
+    with httpx.Client(transport=httpx.HTTPTransport(uds=admin_socket), base_url="http://admin") as admin:
+        assert admin.post("/v1/load_lora_adapter", json=body, timeout=30).status_code == 401
+    served = {m["id"] for m in httpx.get(f"{url}/v1/models", timeout=10).json()["data"]}
+    assert "run-v000009" not in served
+
+
 async def test_failed_broadcast_leaves_no_replica_serving_it(replicas: list[tuple[str, Any]], lora_dirs: list[Path]) -> None:
     engines = clients(replicas)
     router = Router(engines, RouterConfig())
@@ -140,7 +159,7 @@ async def test_failed_broadcast_leaves_no_replica_serving_it(replicas: list[tupl
     with pytest.raises(AdapterPublishError, match="replica3") as info:
         await router.load_adapter("run-v000002", str(lora_dirs[1]))
     assert "not published" in str(info.value)
-    for url, _ in replicas:
+    for url, *_ in replicas:
         served = {m["id"] for m in httpx.get(f"{url}/v1/models", timeout=10).json()["data"]}
         assert "run-v000002" not in served and "run-v000001" in served
     generation = await router.generate([1, 2, 3], SAMPLING, adapter="run-v000001", routing_key="a")
