@@ -97,6 +97,27 @@ async def test_codex_noop_earns_0(docker_available: bool, terminal_image: str, s
     assert traj.metrics["calls"] == len(engine.prompts) == 1
 
 
+async def test_codex_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any,
+                                                    tmp_path: Path) -> None:
+    def harbor() -> HarnessEnv:
+        return HarnessEnv(harness="codex", task_env="gymfleet/Harbor-v0", grading_reserve_s=30,
+                          task_kwargs={"sandbox": "docker", "task_ids": ["harbor-hello"]})
+
+    env = harbor()
+    gold = gold_replies("codex", env.gold_policy("harbor-hello").actions)  # type: ignore[attr-defined]
+    for replies, reward in ((gold, 1.0), (noop_replies("codex"), 0.0)):
+        env = harbor()
+        scripted = ScriptedRepliesEngine(smollm_tokenizer)
+        registry = SessionRegistry(Gateway(smollm_tokenizer, scripted))
+        request = RolloutRequest("run", "g", "g/0/0", "gymfleet/Harness-v0", "harbor-hello", rollout_timeout_s=240)
+        scripted.script(request.rollout_id, replies)
+        async with HttpGateway(registry) as server:
+            traj = await HarnessRollout(request, lambda: env, registry, server).run()
+        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
+        assert traj.metrics["calls"] == len(replies) and traj.metrics["agent_exit_code"] == 0
+        assert env.task._episode is None  # type: ignore[attr-defined]
+
+
 def fake_agent(script: str) -> CliAgent:
     """A CLI agent that is a bash script (its settings file), for the failure cases."""
     return CliAgent(name="fake", package="", version="0", platforms={}, binary="", triples={},
