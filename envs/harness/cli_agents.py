@@ -41,6 +41,10 @@ class CliAgentConfig(StrictModel):
     """More command-line flags, appended as given."""
     version: str | None = None
     """The npm version to install; None: the version validated here (:data:`CLI_AGENTS`)."""
+    instructions: str | None = None
+    """Replaces the agent's built-in system instructions (Codex: ``model_instructions_file``);
+    None keeps them. Codex's own are about 4,500 tokens: a small model with a short context, or a
+    slow CPU engine, may want a few lines instead."""
     max_transcript_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """The agent's stdout (its JSON transcript) past this many bytes is a flood: it is cut and the
     rollout ends ``truncated``."""
@@ -131,7 +135,10 @@ enabled = false
 multi_agent = false
 goals = false
 """
-    return {"config.toml": toml}
+    if config.instructions is None:
+        return {"config.toml": toml}
+    top = f'model_instructions_file = "{AGENT_STATE}/home/instructions.md"\n'
+    return {"config.toml": top + toml, "instructions.md": config.instructions}
 
 
 def _codex_command(config: CliAgentConfig, binary: str) -> list[str]:
