@@ -157,5 +157,43 @@ CODEX = CliAgent(
 """OpenAI's Codex CLI: a static (musl) binary in ``@openai/codex``'s platform packages, run as
 ``codex exec --json`` (non-interactive, one JSON event per line)."""
 
-CLI_AGENTS: dict[str, CliAgent] = {CODEX.name: CODEX}
+def _opencode_settings(config: CliAgentConfig) -> dict[str, str]:
+    # opencode's documented opencode.json (opencode.ai/docs/config): a custom provider through the
+    # bundled @ai-sdk/openai-compatible (Chat Completions), no autoupdate or sharing, every tool
+    # allowed except web fetches (the sandbox has no network), and no title agent (its extra call
+    # per session would be sampled and trained on as if it were the episode).
+    allow = config.permission_mode or "allow"
+    settings: dict[str, object] = {
+        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+        "model": f"gymfleet/{config.model}", "small_model": f"gymfleet/{config.model}",
+        "provider": {"gymfleet": {"npm": "@ai-sdk/openai-compatible", "name": "gymfleet",
+                                  "options": {"baseURL": f"http://127.0.0.1:{PROXY_PORT}/v1", "apiKey": "gymfleet"},
+                                  "models": {config.model: {"name": config.model}}}},
+        "permission": {"edit": allow, "bash": allow, "webfetch": "deny"},
+        "agent": {"title": {"disable": True}},
+    }
+    if config.instructions is not None:
+        settings["agent"] = {"title": {"disable": True}, "build": {"prompt": config.instructions}}
+    return {"opencode/opencode.json": json.dumps(settings, indent=2)}
+
+
+def _opencode_command(config: CliAgentConfig, binary: str) -> list[str]:
+    return [binary, "run", "--format", "json"]
+
+
+OPENCODE = CliAgent(
+    name="opencode", package="{platform}@{version}", version="1.18.33",
+    platforms={"x86_64": "opencode-linux-x64", "aarch64": "opencode-linux-arm64"},
+    binary="package/bin/opencode", triples={"opencode-linux-x64": "", "opencode-linux-arm64": ""},
+    dialect="openai-chat", default_permission_mode="allow",
+    settings=_opencode_settings, command=_opencode_command, home_env="XDG_CONFIG_HOME",
+    env={"HOME": f"{AGENT_STATE}/home", "XDG_DATA_HOME": f"{AGENT_STATE}/data",
+         "XDG_CACHE_HOME": f"{AGENT_STATE}/cache", "XDG_STATE_HOME": f"{AGENT_STATE}/state",
+         "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "NO_COLOR": "1"},
+)
+"""opencode: a Bun-compiled binary (glibc) in ``opencode-ai``'s platform packages, run as
+``opencode run --format json`` (non-interactive, one JSON event per line)."""
+
+CLI_AGENTS: dict[str, CliAgent] = {CODEX.name: CODEX, OPENCODE.name: OPENCODE}
 """The command-line agents by harness name."""

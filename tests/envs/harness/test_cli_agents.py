@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(600)]
 TASK = "append-line-apple"
 
 
-def make_env(tmp_path: Path, **agent: Any) -> HarnessEnv:
-    return HarnessEnv(harness="codex", task_env="gymfleet/TerminalEasy-v0", task_kwargs={"sandbox": "docker"},
+def make_env(tmp_path: Path, harness: str = "codex", **agent: Any) -> HarnessEnv:
+    return HarnessEnv(harness=harness, task_env="gymfleet/TerminalEasy-v0", task_kwargs={"sandbox": "docker"},
                       grading_reserve_s=15, agent=agent, transcripts_dir=str(tmp_path / "transcripts"))
 
 
@@ -95,6 +95,23 @@ async def test_codex_noop_earns_0(docker_available: bool, terminal_image: str, s
     traj = rollout.trajectories[-1]
     assert (traj.status.value, traj.reward, traj.metrics["agent_exit_code"]) == ("ok", 0.0, 0)
     assert traj.metrics["calls"] == len(engine.prompts) == 1
+
+
+async def test_opencode_gold_earns_1_token_exact_noop_0(docker_available: bool, terminal_image: str,
+                                                        smollm_tokenizer: Any, tmp_path: Path) -> None:
+    gold = gold_replies("opencode", make_env(tmp_path, "opencode").gold_policy(TASK).actions)  # type: ignore[attr-defined]
+    for replies, reward in ((gold, 1.0), (noop_replies("opencode"), 0.0)):
+        env = make_env(tmp_path, "opencode")
+        rollout, engine, _ = await play(smollm_tokenizer, env, list(replies))
+        traj = rollout.trajectories[-1]
+        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
+        assert traj.metrics["calls"] == len(replies) == len(engine.prompts)
+        assert traj.metrics["continued"] == len(replies) - 1 and traj.metrics["agent_exit_code"] == 0
+        forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in replies]
+        assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
+        for prompt, completion, later in zip(engine.prompts, forced, [*engine.prompts[1:], traj.token_ids.tolist()]):
+            assert later[: len(prompt) + len(completion)] == prompt + completion
+        assert env.task._episode is None  # type: ignore[attr-defined]
 
 
 async def test_codex_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any,
