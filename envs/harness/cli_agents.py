@@ -164,7 +164,7 @@ def _opencode_settings(config: CliAgentConfig) -> dict[str, str]:
     # per session would be sampled and trained on as if it were the episode).
     allow = config.permission_mode or "allow"
     settings: dict[str, object] = {
-        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled", "snapshot": False,
         "model": f"gymfleet/{config.model}", "small_model": f"gymfleet/{config.model}",
         "provider": {"gymfleet": {"npm": "@ai-sdk/openai-compatible", "name": "gymfleet",
                                   "options": {"baseURL": f"http://127.0.0.1:{PROXY_PORT}/v1", "apiKey": "gymfleet"},

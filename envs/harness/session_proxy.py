@@ -128,6 +128,14 @@ class SessionProxy:
             return web.json_response({"error": {"message": f"the rollout's limit of {self.max_calls} model calls "
                                                 f"is reached", "type": "rate_limit_error"}}, status=429)
         self.calls += 1
+        try:
+            return await self._relay(request, path)
+        except aiohttp.ClientError as exc:  # the gateway closed (the run is ending): the agent sees a 502
+            self.refused.append(f"{request.method} {path}: 502 (the gateway could not be reached: {exc})")
+            return web.json_response({"error": {"message": "the gateway could not be reached",
+                                                "type": "server_error"}}, status=502)
+
+    async def _relay(self, request: web.Request, path: str) -> web.StreamResponse:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         assert self._client is not None
         async with self._client.request(request.method, self.root + path, data=await request.read(),
@@ -136,8 +144,11 @@ class SessionProxy:
                 self.refused.append(f"{request.method} {path}: {upstream.status}")
             response = web.StreamResponse(status=upstream.status, headers={
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
+            try:
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            except ConnectionResetError:  # the agent went away (stopped, killed): the gateway records the call
+                pass
             return response
