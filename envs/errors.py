@@ -12,6 +12,7 @@ Class tree (under :class:`gymfleet.core.errors.GymfleetError`; the whole tree is
     │   └── SandboxLostError          removed, stopped or restarted from outside mid-command
     ├── SandboxDamagedError           the policy broke its own sandbox (NOT infrastructure)
     ├── ImageBuildError               `gymfleet images build` failed
+    │   └── AgentInstallError         a CLI agent could not be installed into a task image
     ├── UnknownEnvError               an env id that is not registered (lists the known ids)
     ├── EnvCheckError                 an env breaks the contract (`check_env`; says what to fix)
     └── TaskError                     a task folder or instance is malformed
@@ -29,7 +30,7 @@ from __future__ import annotations
 from gymfleet.core.errors import EnvError, SandboxError
 
 __all__ = [
-    "EnvCheckError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
+    "AgentInstallError", "EnvCheckError", "ImageBuildError", "SandboxClosedError", "SandboxDamagedError",
     "SandboxFileError", "SandboxLostError", "SandboxStartError", "SandboxUnavailableError",
     "TaskError", "UnknownEnvError",
 ]
@@ -65,6 +66,11 @@ class SandboxDamagedError(EnvError):
 
 class ImageBuildError(EnvError):
     """An image under ``images/`` failed to build."""
+
+
+class AgentInstallError(ImageBuildError):
+    """A command-line agent could not be installed into a task image (npm, the binary, its
+    architecture, the build); the message is one line naming the fix."""
 
 
 class UnknownEnvError(EnvError, KeyError):

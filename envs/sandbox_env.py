@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic
@@ -132,6 +132,9 @@ class SandboxEnv(AgentEnv, Generic[InstanceT, StateT]):
         self.config = self.config_class(sandbox=sandbox if isinstance(sandbox, str) else sandbox.name,
                                         **kwargs)
         self._episode: SandboxEpisode[InstanceT, StateT] | None = None
+        self.spec_hook: Callable[[SandboxSpec, str], Awaitable[SandboxSpec]] | None = None
+        """Called with each episode's spec and backend before the lease: the spec it returns is
+        leased instead (Harness-v0 swaps in the task image with a CLI agent installed)."""
 
     @classmethod
     def requirements(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
@@ -251,6 +254,8 @@ class SandboxEnv(AgentEnv, Generic[InstanceT, StateT]):
         resources = await self.env_resources()
         backend = await resources.backend_name(self.config.sandbox)
         spec = await self.sandbox_spec(instance, backend)
+        if self.spec_hook is not None:
+            spec = await self.spec_hook(spec, backend)
         rollout_id = uuid.uuid4().hex[:12]
         started = time.monotonic()
         lease = await resources.lease(spec, backend=backend, fresh=self.fresh_sandbox,

@@ -74,7 +74,8 @@ class HarnessRollout:
                 env = self.make_env()
                 task, _ = await env.reset_async(options={"instance_id": req.instance_id, "max_turns": req.max_turns})
                 left = req.rollout_timeout_s - (time.monotonic() - start)
-                self.outcome = await env.run_harness(task, self.server.base_url(session, self.dialect), left)
+                dialect = getattr(env, "dialect", self.dialect)  # a CLI agent speaks its own
+                self.outcome = await env.run_harness(task, self.server.base_url(session, dialect), left)
             status, reason = RolloutStatus(self.outcome.status), self.outcome.reason
             reward, info = self.outcome.reward, self.outcome.info
         except TimeoutError:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs (Debian, as root) and starts the services gymfleet uses. Idempotent: a second run
 # costs about a second.
-#   services.sh        what the tests need: Docker, PostgreSQL, bubblewrap, Chromium; writes
+#   services.sh        what the tests need: Docker, PostgreSQL, bubblewrap, Chromium, npm; writes
 #                      scripts/services.env with the variables the tests read (`make test`)
 #   services.sh run    what the default run needs: Docker, bubblewrap, Chromium (`make run`)
 set -euo pipefail
@@ -10,6 +10,8 @@ mode=${1:-test}
 case "$mode" in test|run) ;; *) echo "usage: services.sh [test|run]" >&2; exit 2 ;; esac
 pkgs=(docker.io bubblewrap chromium debootstrap fonts-dejavu-core git make gcc sqlite3 python3 procps)
 [ "$mode" = test ] && pkgs+=(postgresql)
+# npm packs the CLI agents (Codex, opencode) that the Harness-v0 tests install into task images.
+if [ "$mode" = test ] && ! command -v npm >/dev/null 2>&1; then pkgs+=(npm); fi
 need=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then

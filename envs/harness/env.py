@@ -10,9 +10,13 @@ Observation / Action / Reward / Episode end:
     Through the Gymnasium API (``reset``/``step``) it is the task env itself, unchanged (its
     observations, action format, gold and no-op policies): that is what the contract test checks.
     Under a harness, the reward is the task's grade of the state the harness left.
+    A command-line agent (``harness: codex``, ``envs/harness/cli_agents.py``) runs inside the
+    task's Docker sandbox instead: the task image gets the agent installed (``agent_image.py``),
+    the agent runs the task's instruction with its own tools, its only way out is its session's
+    proxy (``session_proxy.py``), and the task's grader runs after it exits (``cli_run.py``).
 Arguments (:class:`HarnessEnvConfig`): ``harness``, ``task_env``, ``task_kwargs``,
-    ``command_timeout_s``, ``grading_reserve_s``.
-Version history: v0.
+    ``command_timeout_s``, ``grading_reserve_s``, ``linger_s``, ``agent``, ``transcripts_dir``.
+Version history: v0; CLI agents (codex) added without a version bump (Python harnesses unchanged).
 """
 
 from __future__ import annotations
@@ -21,15 +25,19 @@ import asyncio
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
+from gymfleet.envs.errors import AgentInstallError
 from gymfleet.envs.needs import MachineNeed
 from gymfleet.envs.harness.bridge import HarnessStopped, SandboxBridge
+from gymfleet.envs.harness.cli_agents import CLI_AGENTS, CliAgentConfig
 from gymfleet.envs.resources import EnvResources
+from gymfleet.envs.sandbox.base import SandboxSpec
 
 
 class HarnessEnvConfig(StrictModel):
@@ -47,14 +55,21 @@ class HarnessEnvConfig(StrictModel):
     """Seconds of the rollout's deadline kept for grading after the harness (it stops earlier)."""
     linger_s: float = Field(default=5.0, ge=0)
     """Seconds a stopped harness thread gets to finish before it counts as left behind."""
+    agent: CliAgentConfig = Field(default_factory=CliAgentConfig)
+    """A command-line agent's settings (model name, max turns, permission mode, flags, version);
+    ignored by the Python harnesses."""
+    transcripts_dir: str | None = None
+    """Folder where a command-line agent's transcript (its stdout, JSON events) is kept, one
+    ``<sandbox rollout id>.jsonl`` per rollout, named by the trajectory's ``agent_transcript``;
+    None: not kept."""
 
     @field_validator("harness")
     @classmethod
     def _known(cls, name: str) -> str:
         from gymfleet.envs.harness.harnesses import HARNESSES
 
-        if name not in HARNESSES:
-            raise ValueError(f"unknown harness {name!r}: pick one of {sorted(HARNESSES)}")
+        if name not in HARNESSES and name not in CLI_AGENTS:
+            raise ValueError(f"unknown harness {name!r}: pick one of {sorted([*HARNESSES, *CLI_AGENTS])}")
         return name
 
 
@@ -91,9 +106,30 @@ class HarnessEnv(AgentEnv):
 
         super().__init__(resources)
         self.config = HarnessEnvConfig(harness=harness, task_env=task_env, task_kwargs=task_kwargs or {}, **kwargs)
-        self.harness_fn = HARNESSES[harness]
+        self.cli_agent = CLI_AGENTS.get(self.config.harness)
+        self.harness_fn = HARNESSES.get(self.config.harness)
         self.task = make_agent_env(task_env, resources, **self.config.task_kwargs)
         self.noop_action = self.task.noop_action  # type: ignore[misc]
+        if self.cli_agent is not None:
+            if not hasattr(self.task, "spec_hook"):
+                raise ValueError(f"{task_env} has no sandbox: the CLI agent {harness} needs a sandbox task")
+            self.task.spec_hook = self._agent_spec  # type: ignore[attr-defined]
+
+    @property
+    def dialect(self) -> str:
+        """The gateway dialect the harness speaks (its session's base URL is for this one)."""
+        return self.cli_agent.dialect if self.cli_agent is not None else "openai-chat"
+
+    async def _agent_spec(self, spec: SandboxSpec, backend: str) -> SandboxSpec:
+        """The task's sandbox spec on the task image with the CLI agent installed."""
+        from gymfleet.envs.harness.agent_image import ensure_agent_image
+
+        assert self.cli_agent is not None
+        if backend != "docker":
+            raise AgentInstallError(f"the CLI agent {self.cli_agent.name} runs in Docker sandboxes, not {backend}: "
+                                    "set task_kwargs.sandbox: docker")
+        tag = await asyncio.to_thread(ensure_agent_image, self.cli_agent, spec.image, self.config.agent.version)
+        return spec.model_copy(update={"image": tag})
 
     @classmethod
     def requirements(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
@@ -150,7 +186,12 @@ class HarnessEnv(AgentEnv):
 
         Returns:
             The classified outcome; never raises for what the harness did (a crash, a hang).
+
+        Raises:
+            SandboxError: a CLI agent's proxy could not be placed in its sandbox.
         """
+        if self.cli_agent is not None:
+            return await self._run_cli(task, base_url, timeout_s)
         loop = asyncio.get_running_loop()
         bridge = SandboxBridge(self.task, loop, self.config.command_timeout_s)
         done: asyncio.Future[str] = loop.create_future()
@@ -182,6 +223,26 @@ class HarnessEnv(AgentEnv):
             reward, info = await self.task.end_async("the harness submitted" if bridge.submitted
                                                      else f"the harness stopped ({exit_status or status})")
         return HarnessOutcome(float(reward), status, reason, exit_status, {**info, "n_commands": bridge.n_commands})
+
+
+    async def _run_cli(self, first_observation: str, base_url: str, timeout_s: float) -> HarnessOutcome:
+        from gymfleet.envs.harness.cli_run import run_cli_agent
+
+        assert self.cli_agent is not None
+        ep = self.task.episode  # type: ignore[attr-defined]
+        folder = self.config.transcripts_dir
+        run = await run_cli_agent(ep.sandbox, self.cli_agent, self.config.agent, _instruction(ep.instance, first_observation),
+                                  base_url, timeout_s - self.config.grading_reserve_s,
+                                  Path(folder) / f"{ep.rollout_id}.jsonl" if folder else None)
+        reward, info = await self.task.end_async(f"the agent {self.cli_agent.name} exited {run.exit_code}")
+        return HarnessOutcome(float(reward), run.status, run.reason, f"exit {run.exit_code}", {**info, **run.info})
+
+
+def _instruction(instance: Any, first_observation: str) -> str:
+    """The task's own instruction (terminal: ``config.instruction``; Harbor: ``instruction``): a
+    CLI agent brings its own tools and format, so gymfleet's turn-format notes are left out."""
+    text = getattr(getattr(instance, "config", None), "instruction", None) or getattr(instance, "instruction", None)
+    return str(text) if text else first_observation
 
 
 def _run_in_thread(fn: Any, task: str, base_url: str, bridge: SandboxBridge,

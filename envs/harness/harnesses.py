@@ -36,8 +36,20 @@ def text_reply(command: str) -> str:
     return f"THOUGHT: run it.\n\n```mswea_bash_command\n{command}\n```"
 
 
+def exec_command_reply(command: str) -> str:
+    """A completion calling Codex's ``exec_command`` tool (its shell tool, argument ``cmd``)."""
+    return "<tool_call>" + json.dumps({"name": "exec_command", "arguments": {"cmd": command}}) + "</tool_call>"
+
+
+def bash_tool_reply(command: str) -> str:
+    """A completion calling opencode's ``bash`` tool (arguments ``command`` and ``description``)."""
+    return "<tool_call>" + json.dumps({"name": "bash", "arguments": {"command": command,
+                                                                     "description": "Run the command"}}) + "</tool_call>"
+
+
 REPLY_FORMATS: dict[str, Callable[[str], str]] = {
-    "mini-swe-agent": tool_call_reply, "mini-swe-agent-text": text_reply, "smolagents": tool_call_reply}
+    "mini-swe-agent": tool_call_reply, "mini-swe-agent-text": text_reply, "smolagents": tool_call_reply,
+    "codex": exec_command_reply, "opencode": bash_tool_reply}
 """How each harness's model writes one command (what a forced gold or no-op reply looks like)."""
 
 
@@ -64,6 +76,8 @@ def noop_replies(harness: str) -> list[str]:
 
 def submit_reply(harness: str) -> str:
     """The completion with which ``harness``'s model says it is done."""
+    if harness in ("codex", "opencode"):  # a reply without a tool call ends the turn; the CLI exits
+        return "Done."
     if harness == "smolagents":  # its final_answer tool
         return "<tool_call>" + json.dumps({"name": "final_answer", "arguments": {"answer": "done"}}) + "</tool_call>"
     return REPLY_FORMATS[harness](SUBMIT_COMMAND)

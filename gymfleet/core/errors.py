@@ -23,6 +23,7 @@ Class tree::
     │   │   └── BrowserStartError         Chromium did not start (envs/browser/errors.py)
     │   ├── SandboxDamagedError           the policy broke its own sandbox: NOT infrastructure
     │   ├── ImageBuildError               `gymfleet images build` failed
+    │   │   └── AgentInstallError         a CLI agent could not be installed into a task image
     │   ├── UnknownEnvError (KeyError)    an env id that is not registered
     │   ├── TaskError                     a task folder or instance is malformed (browser, slides leaves)
     │   └── SWEError, SlidesError, BrowserActionError   the families' own (envs/*/errors.py)

@@ -1,0 +1,175 @@
+"""Command-line agents in Docker sandboxes (Harness-v0, ``harness: codex``): the real Codex CLI
+from npm, installed into the terminal task image, with gold forced through the gateway earns 1
+(after its attempts to reach anything but its own session failed), a no-op 0, every call
+token-exact; fake agents (bash scripts) crash, hang and flood, each classified with the sandbox
+released."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gymfleet.envs.harness.cli_agents import AGENT_STATE, CODEX, PROXY_PORT, CliAgent
+from gymfleet.envs.harness.env import HarnessEnv
+from gymfleet.envs.harness.harnesses import exec_command_reply, gold_replies, noop_replies
+from gymfleet.orchestrator.gateway import Gateway
+from gymfleet.orchestrator.harness_rollout import HarnessRollout
+from gymfleet.orchestrator.http.forcing import ScriptedRepliesEngine
+from gymfleet.orchestrator.http.server import HttpGateway
+from gymfleet.orchestrator.http.tree import SessionRegistry
+from gymfleet.orchestrator.rollout import RolloutRequest
+from tests.orchestrator.fake_engine import RecordingEngine
+
+pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(600)]
+
+TASK = "append-line-apple"
+
+
+def make_env(tmp_path: Path, harness: str = "codex", **agent: Any) -> HarnessEnv:
+    return HarnessEnv(harness=harness, task_env="gymfleet/TerminalEasy-v0", task_kwargs={"sandbox": "docker"},
+                      grading_reserve_s=15, agent=agent, transcripts_dir=str(tmp_path / "transcripts"))
+
+
+async def play(tokenizer: Any, env: HarnessEnv, replies: list[str],
+               timeout_s: float = 180) -> tuple[HarnessRollout, RecordingEngine, SessionRegistry]:
+    scripted = ScriptedRepliesEngine(tokenizer)
+    engine = RecordingEngine(scripted)
+    registry = SessionRegistry(Gateway(tokenizer, engine))
+    request = RolloutRequest("run", "g", "g/0/0", "gymfleet/Harness-v0", TASK, rollout_timeout_s=timeout_s)
+    scripted.script(request.rollout_id, replies)
+    async with HttpGateway(registry) as server:
+        rollout = HarnessRollout(request, lambda: env, registry, server)
+        await rollout.run()
+    return rollout, engine, registry
+
+
+async def test_codex_gold_earns_1_token_exact_and_reaches_only_its_session(
+        docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    gold = gold_replies("codex", env.gold_policy(TASK).actions)  # type: ignore[attr-defined]
+    scripted = ScriptedRepliesEngine(smollm_tokenizer)
+    engine = RecordingEngine(scripted)
+    registry = SessionRegistry(Gateway(smollm_tokenizer, engine))
+    other = registry.open("another-rollout")
+    request = RolloutRequest("run", "g", "g/0/0", "gymfleet/Harness-v0", TASK, rollout_timeout_s=240)
+    async with HttpGateway(registry) as server:
+        port = server.url.rsplit(":", 1)[1]
+        escapes = [  # the policy, through Codex's own tool, tries every other way out
+            f"curl -sS -m 5 -o /dev/null -w 'other=%{{http_code}}\\n' -X POST -d '{{}}' "
+            f"http://127.0.0.1:{PROXY_PORT}/s/{other.token}/v1/responses",
+            f"curl -sS -m 5 http://127.0.0.1:{port}/ 2>&1 | head -c 200; echo host-gateway-done",
+            "curl -sS -m 5 http://1.1.1.1/ 2>&1 | head -c 200; echo internet-done",
+        ]
+        replies = [exec_command_reply(c) for c in escapes] + gold
+        scripted.script(request.rollout_id, replies)
+        rollout = HarnessRollout(request, lambda: env, registry, server)
+        await rollout.run()
+    traj = rollout.trajectories[-1]
+    assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", 1.0), traj.reason
+    assert traj.metrics["agent_exit_code"] == 0 and traj.metrics["agent_refused"] == 1  # the other session's 404
+    assert traj.metrics["calls"] == len(replies) == len(engine.prompts) and traj.metrics["continued"] == len(replies) - 1
+    ids = traj.token_ids.tolist()
+    forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in replies]
+    for prompt, completion, later in zip(engine.prompts, forced, [*engine.prompts[1:], ids]):
+        assert later[: len(prompt) + len(completion)] == prompt + completion  # every call bit-exact
+    assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
+    assert other.counts["calls"] == 0  # the other session saw nothing
+    events = [json.loads(line) for line in Path(traj.metrics["agent_transcript"]).read_text().splitlines()]
+    outputs = {e["item"]["command"]: e["item"]["aggregated_output"] for e in events
+               if e.get("type") == "item.completed" and e["item"].get("type") == "command_execution"}
+    said = "\n".join(outputs.values())
+    assert "other=404" in said
+    # the gateway's own port on loopback is the sandbox's loopback (nothing there), and no route leads out
+    assert f"Failed to connect to 127.0.0.1 port {port}" in said and "host-gateway-done" in said
+    assert "Failed to connect to 1.1.1.1 port 80" in said and "internet-done" in said
+    assert any("echo apple >> notes.txt" in command for command in outputs)
+    assert env.task._episode is None  # type: ignore[attr-defined]  # the sandbox was released
+
+
+async def test_codex_noop_earns_0(docker_available: bool, terminal_image: str, smollm_tokenizer: Any,
+                                  tmp_path: Path) -> None:
+    rollout, engine, _ = await play(smollm_tokenizer, make_env(tmp_path), noop_replies("codex"))
+    traj = rollout.trajectories[-1]
+    assert (traj.status.value, traj.reward, traj.metrics["agent_exit_code"]) == ("ok", 0.0, 0)
+    assert traj.metrics["calls"] == len(engine.prompts) == 1
+
+
+async def test_opencode_gold_earns_1_token_exact_noop_0(docker_available: bool, terminal_image: str,
+                                                        smollm_tokenizer: Any, tmp_path: Path) -> None:
+    gold = gold_replies("opencode", make_env(tmp_path, "opencode").gold_policy(TASK).actions)  # type: ignore[attr-defined]
+    for replies, reward in ((gold, 1.0), (noop_replies("opencode"), 0.0)):
+        env = make_env(tmp_path, "opencode")
+        rollout, engine, _ = await play(smollm_tokenizer, env, list(replies))
+        traj = rollout.trajectories[-1]
+        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
+        assert traj.metrics["calls"] == len(replies) == len(engine.prompts)
+        assert traj.metrics["continued"] == len(replies) - 1 and traj.metrics["agent_exit_code"] == 0
+        forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in replies]
+        assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
+        for prompt, completion, later in zip(engine.prompts, forced, [*engine.prompts[1:], traj.token_ids.tolist()]):
+            assert later[: len(prompt) + len(completion)] == prompt + completion
+        assert env.task._episode is None  # type: ignore[attr-defined]
+
+
+async def test_codex_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any,
+                                                    tmp_path: Path) -> None:
+    def harbor() -> HarnessEnv:
+        return HarnessEnv(harness="codex", task_env="gymfleet/Harbor-v0", grading_reserve_s=30,
+                          task_kwargs={"sandbox": "docker", "task_ids": ["harbor-hello"]})
+
+    env = harbor()
+    gold = gold_replies("codex", env.gold_policy("harbor-hello").actions)  # type: ignore[attr-defined]
+    for replies, reward in ((gold, 1.0), (noop_replies("codex"), 0.0)):
+        env = harbor()
+        scripted = ScriptedRepliesEngine(smollm_tokenizer)
+        registry = SessionRegistry(Gateway(smollm_tokenizer, scripted))
+        request = RolloutRequest("run", "g", "g/0/0", "gymfleet/Harness-v0", "harbor-hello", rollout_timeout_s=240)
+        scripted.script(request.rollout_id, replies)
+        async with HttpGateway(registry) as server:
+            traj = await HarnessRollout(request, lambda: env, registry, server).run()
+        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
+        assert traj.metrics["calls"] == len(replies) and traj.metrics["agent_exit_code"] == 0
+        assert env.task._episode is None  # type: ignore[attr-defined]
+
+
+def fake_agent(script: str) -> CliAgent:
+    """A CLI agent that is a bash script (its settings file), for the failure cases."""
+    return CliAgent(name="fake", package="", version="0", platforms={}, binary="", triples={},
+                    dialect="openai-chat", default_permission_mode="", settings=lambda config: {"agent.sh": script},
+                    command=lambda config, binary: ["bash", f"{AGENT_STATE}/home/agent.sh"], home_env="FAKE_HOME")
+
+
+def fake_env(tmp_path: Path, script: str, **agent: Any) -> HarnessEnv:
+    env = make_env(tmp_path, **agent)
+    env.cli_agent = fake_agent(script)
+    env.task.spec_hook = None  # type: ignore[attr-defined]  # the terminal image as is: bash is the agent
+    return env
+
+
+@pytest.mark.parametrize(("script", "agent", "timeout_s", "status", "reason"), [
+    ("curl -sSf -X POST -d '{}' http://127.0.0.1:%d/s/forged-token/v1/chat/completions; exit 3" % PROXY_PORT,
+     {}, 60, "infra_error", "the agent exited 3"),
+    ("sleep 600", {}, 22, "truncated", "ran past its deadline"),
+    ("yes flood | head -c 3000000", {"max_transcript_bytes": 1 << 20}, 60, "truncated", "flooded its output"),
+], ids=["crash-calling-another-session", "hang", "flood"])
+async def test_a_bad_agent_is_classified_and_its_sandbox_released(
+        docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path,
+        script: str, agent: dict[str, Any], timeout_s: float, status: str, reason: str) -> None:
+    env = fake_env(tmp_path, script, **agent)
+    rollout, engine, _ = await play(smollm_tokenizer, env, [], timeout_s=timeout_s)
+    traj = rollout.trajectories[-1]
+    assert traj.status.value == status and reason in traj.reason, traj.reason
+    assert traj.reward == 0.0 and engine.prompts == []  # graded by the task's grader; no model call made
+    assert env.task._episode is None  # type: ignore[attr-defined]
+    if status == "infra_error":
+        assert "404" in traj.reason and traj.metrics["agent_refused"] == 1
+    if "flood" in reason:
+        assert Path(traj.metrics["agent_transcript"]).stat().st_size == 1 << 20
+
+
+def test_codex_is_pinned_and_speaks_responses() -> None:
+    assert (CODEX.version, CODEX.dialect) == ("0.171.0", "openai-responses")
+    assert CODEX.npm_spec("x86_64") == "@openai/codex@0.171.0-linux-x64"
