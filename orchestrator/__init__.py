@@ -22,7 +22,8 @@ _EXPORTS = {
     "TransformersEngineConfig": ".engines.config", "VLLMEngineConfig": ".engines.vllm",
     "VLLMServer": ".engines.vllm_launcher", "VLLMServerConfig": ".engines.vllm_launcher",
     "ReplicaLaunchError": ".engines.errors", "build_app": ".engines.server", "build_admin_app": ".engines.server",
-    "serve_listeners": ".engines.listeners",
+    "serve_listeners": ".engines.listeners", "bind_admin_socket": ".engines.listeners",
+    "bind_inference_socket": ".engines.listeners",
     # rollouts and the scheduler
     "EnvFactory": ".rollout", "env_factory": ".envfactory", "resolve_instances": ".envfactory",
     "task_needs": ".envfactory", "unmet_needs": ".envfactory", "HARNESS_ENV_ID": ".harness_rollout",
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # the names as a type checker and a reader see them
         PolicyConfig, RunConfig, TaskConfig, fill_run_id, load_run_config, read_config_document)
     from gymfleet.orchestrator.engines.config import TransformersEngineConfig
     from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
-    from gymfleet.orchestrator.engines.listeners import serve_listeners
+    from gymfleet.orchestrator.engines.listeners import bind_admin_socket, bind_inference_socket, serve_listeners
     from gymfleet.orchestrator.engines.server import build_admin_app, build_app
     from gymfleet.orchestrator.engines.transformers_engine import TransformersEngine
     from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig

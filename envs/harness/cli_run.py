@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 from gymfleet.envs.harness.cli_agents import AGENT_STATE, PROXY_PORT, CliAgent, CliAgentConfig
 from gymfleet.envs.harness.session_proxy import SessionProxy, container_pid, listen_in_netns
 from gymfleet.envs.sandbox.base import ExecResult, Sandbox

@@ -25,7 +25,7 @@ import aiohttp
 import docker
 from aiohttp import web
 
-from gymfleet.envs.errors import SandboxError
+from gymfleet.core.errors import SandboxError
 
 CLONE_NEWNET = 0x40000000
 HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive",

@@ -83,8 +83,7 @@ def serve(
 def _bind(host: str, port: int, admin_path: Path) -> tuple[socket.socket, socket.socket]:
     """The inference port's and the admin listener's sockets, bound before the model loads; one
     line and exit 2 when either cannot be had."""
-    from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
-    from gymfleet.orchestrator.engines.listeners import bind_admin_socket, bind_inference_socket
+    from gymfleet.orchestrator import ReplicaLaunchError, bind_admin_socket, bind_inference_socket
 
     try:
         tcp = bind_inference_socket(host, port)
