@@ -9,11 +9,15 @@ exited 0                                        ok
 ran past the deadline (killed)                  truncated    ran past its deadline of N s
 printed more than ``max_transcript_bytes``      truncated    flooded its output (cut at N bytes)
 reached ``max_turns`` model calls               truncated    reached max_turns=N model calls
-exited non-zero (a crash, a refused call)       infra_error  exited N: <its last stderr line>
+exited non-zero after a model call answered     ok           exited N: <its last stderr line>
+exited non-zero before any model call           infra_error  exited N: <its last stderr line>
 ==============================================  ===========  ==================================
 
 Each is graded by the task's grader all the same (its reward is recorded; ``infra_error`` rollouts
-are not trained on).
+are not trained on). Once a model call has been answered, the policy's commands may have run in the
+sandbox where the agent runs (``pkill codex`` is one), so a crash from then on is the policy's doing:
+graded and trained on, never a dodged zero. Before any answer the policy has had no say, and the
+crash is the agent's or the image's (nothing to train on either way).
 """
 
 from __future__ import annotations
@@ -99,7 +103,8 @@ def classify(result: ExecResult, transcript_bytes: int, config: CliAgentConfig,
     if result.exit_code != 0:
         last = (result.stderr.strip().splitlines() or [""])[-1][:200]
         refused = f"; refused calls: {'; '.join(proxy.refused[:3])}" if proxy.refused else ""
-        return "infra_error", f"the agent exited {result.exit_code}: {last}{refused}"
+        status = "ok" if proxy.answered > 0 else "infra_error"
+        return status, f"the agent exited {result.exit_code}: {last}{refused}"
     return "ok", ""
 
 

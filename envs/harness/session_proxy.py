@@ -100,6 +100,9 @@ class SessionProxy:
     max_calls: int = 1_000_000
     calls: int = 0
     """Requests forwarded."""
+    answered: int = 0
+    """Requests the gateway answered with a success status (a model call whose reply the agent got,
+    or could have got: its tool commands may have run in the sandbox)."""
     refused: list[str] = field(default_factory=list)
     """One line per request refused here or answered 4xx by the gateway (path and status)."""
     _runner: web.AppRunner | None = None
@@ -142,6 +145,8 @@ class SessionProxy:
                                         headers=headers, params=request.query) as upstream:
             if upstream.status >= 400:
                 self.refused.append(f"{request.method} {path}: {upstream.status}")
+            else:
+                self.answered += 1
             response = web.StreamResponse(status=upstream.status, headers={
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
             try:

@@ -155,6 +155,8 @@ def fake_env(tmp_path: Path, script: str, **agent: Any) -> HarnessEnv:
     ("sleep 600", {}, 22, "truncated", "ran past its deadline"),
     ("yes flood | head -c 3000000", {"max_transcript_bytes": 1 << 20}, 60, "truncated", "flooded its output"),
 ], ids=["crash-calling-another-session", "hang", "flood"])
+# the crash makes no model call, so it is the agent's failure (infra_error); one after a call is the
+# policy's (test_a_crash_after_a_call_is_the_policys below)
 async def test_a_bad_agent_is_classified_and_its_sandbox_released(
         docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path,
         script: str, agent: dict[str, Any], timeout_s: float, status: str, reason: str) -> None:
