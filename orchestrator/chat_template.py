@@ -48,13 +48,14 @@ class ChatTemplate:
         self._jinja: Any = None
         self._jinja_vars: dict[str, Any] = {}
         self._backend: Any = None
-        self._take_shortcuts()
         self.n_renders = 0
         """Renders so far (each a Jinja pass over the whole conversation: the cost the sessions' memo saves)."""
+        self._take_shortcuts()
+        self.n_renders = 0
 
     def render(self, messages: list[Message], add_generation_prompt: bool = False) -> str:
         """The template's text for ``messages``."""
-        self.n_renders = getattr(self, "n_renders", 0) + 1
+        self.n_renders += 1
         chat = [{"role": m.role, "content": m.content} for m in messages]
         if self._jinja is not None:
             return self._jinja.render(messages=chat, tools=None, documents=None,
