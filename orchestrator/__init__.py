@@ -17,7 +17,8 @@ _EXPORTS = {
     "RunConfig": ".config", "TaskConfig": ".config", "PolicyConfig": ".config", "load_run_config": ".config",
     "fill_run_id": ".config", "read_config_document": ".config",
     # the policy: gateway, engines, replicas
-    "PolicyGateway": ".protocols", "Gateway": ".gateway", "open_gateway": ".policy",
+    "PolicyGateway": ".protocols", "Gateway": ".gateway", "GatewayConfig": ".gateway",
+    "ScriptedRepliesEngine": ".http.forcing", "open_gateway": ".policy",
     "DemonstrationGateway": ".teacher_forcing", "TransformersEngine": ".engines.transformers_engine",
     "TransformersEngineConfig": ".engines.config", "VLLMEngineConfig": ".engines.vllm",
     "VLLMServer": ".engines.vllm_launcher", "VLLMServerConfig": ".engines.vllm_launcher",
@@ -51,7 +52,8 @@ if TYPE_CHECKING:  # the names as a type checker and a reader see them
     from gymfleet.orchestrator.engines.vllm import VLLMEngineConfig
     from gymfleet.orchestrator.engines.vllm_launcher import VLLMServer, VLLMServerConfig
     from gymfleet.orchestrator.envfactory import env_factory, resolve_instances, task_needs, unmet_needs
-    from gymfleet.orchestrator.gateway import Gateway
+    from gymfleet.orchestrator.gateway import Gateway, GatewayConfig
+    from gymfleet.orchestrator.http.forcing import ScriptedRepliesEngine
     from gymfleet.orchestrator.harness_rollout import HARNESS_ENV_ID, open_harness_rollouts
     from gymfleet.orchestrator.loop import run_loop
     from gymfleet.orchestrator.metrics import MetricsWriter

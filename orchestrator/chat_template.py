@@ -3,6 +3,14 @@
 The gateway never re-renders and re-tokenises the conversation: it renders the template only to
 learn the text a step adds, checks that the earlier rendering is an exact prefix of the new one
 (else :class:`ChatTemplateError`, naming the step), and tokenises only that delta.
+
+Renders and encodes are the gateway's CPU per call (benchmarks/harness_gateway.py). Where the
+tokenizer allows, both skip transformers' per-call Python wrapping: the template is rendered by
+its compiled Jinja template with the variables ``apply_chat_template`` passes (the special
+tokens), and text is encoded by the fast tokenizer's Rust backend. Each shortcut is taken only if
+it gives exactly ``apply_chat_template``'s text and ``tokenizer.encode``'s ids on every prefix of
+:data:`PROBE_CONVERSATION` (both flags), checked once at construction; else the transformers call
+is used.
 """
 
 from __future__ import annotations
@@ -37,15 +45,54 @@ class ChatTemplate:
         self.tokenizer = tokenizer
         self.eos_id = int(tokenizer.eos_token_id)
         self.eos_text = tokenizer.decode([self.eos_id])
+        self._jinja: Any = None
+        self._jinja_vars: dict[str, Any] = {}
+        self._backend: Any = None
+        self.n_renders = 0
+        """Renders so far (each a Jinja pass over the whole conversation: the cost the sessions' memo saves)."""
+        self._take_shortcuts()
+        self.n_renders = 0
 
     def render(self, messages: list[Message], add_generation_prompt: bool = False) -> str:
         """The template's text for ``messages``."""
+        self.n_renders += 1
         chat = [{"role": m.role, "content": m.content} for m in messages]
+        if self._jinja is not None:
+            return self._jinja.render(messages=chat, tools=None, documents=None,
+                                      add_generation_prompt=add_generation_prompt, **self._jinja_vars)
         return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a piece of rendered text (special tokens written in it are parsed)."""
+        if self._backend is not None:
+            return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _take_shortcuts(self) -> None:
+        """Uses the compiled Jinja template and the Rust tokenizer directly where they give exactly
+        what ``apply_chat_template`` and ``tokenizer.encode`` give on the probe conversation."""
+        probes = [(PROBE_CONVERSATION[:n], flag) for n in range(1, len(PROBE_CONVERSATION) + 1) for flag in (False, True)]
+        expected = [self.render(m, f) for m, f in probes]
+        try:
+            from transformers.utils.chat_template_utils import _compile_jinja_template
+
+            template = self.tokenizer.chat_template
+            if isinstance(template, str):
+                self._jinja = _compile_jinja_template(template)
+                self._jinja_vars = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+                if [self.render(m, f) for m, f in probes] != expected:
+                    self._jinja = None
+        except Exception:  # another transformers version, a template it cannot compile alone: the slow path
+            self._jinja = None
+        backend = getattr(self.tokenizer, "_tokenizer", None) if getattr(self.tokenizer, "is_fast", False) else None
+        if backend is not None:
+            texts = [*expected, *(m.content for m in PROBE_CONVERSATION), " x  y\n\t", "ünïcode ✓"]
+            wanted = [list(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+            try:
+                if [backend.encode(t, add_special_tokens=False).ids for t in texts] == wanted:
+                    self._backend = backend
+            except Exception:
+                self._backend = None
 
     def decode(self, token_ids: list[int]) -> str:
         """Text of generated ids, without special tokens (the assistant message content)."""

@@ -17,8 +17,9 @@ command, or left its thread running
 reset/grading failed                        infra_error (sandbox) / env_error
 ==========================================  ==============
 
-The rollout's trajectory is the session's last leaf; :attr:`HarnessRollout.trajectories` holds
-every leaf (one per branch) with the session's counts in ``metrics``.
+The rollout's trajectory is the session's last leaf, its ``branches`` the earlier leaves (a harness
+that edited its history; stored and trained with the sample, docs/harness.md);
+:attr:`HarnessRollout.trajectories` holds every leaf with the session's counts in ``metrics``.
 """
 
 from __future__ import annotations
@@ -53,11 +54,14 @@ class HarnessRollout:
         registry: the gateway's sessions.
         server: the HTTP gateway the harness calls.
         dialect: the base URL's dialect (``openai-chat`` for the OpenAI SDK family).
+        demonstration: the calls are answered with forced gold replies (the warm start's
+            demonstrations): every trajectory is marked ``metrics["demonstration"] = True``.
     """
 
     def __init__(self, request: RolloutRequest, make_env: Callable[[], HarnessEnv], registry: SessionRegistry,
-                 server: HttpGateway, dialect: str = "openai-chat") -> None:
+                 server: HttpGateway, dialect: str = "openai-chat", demonstration: bool = False) -> None:
         self.request, self.make_env, self.registry, self.server, self.dialect = request, make_env, registry, server, dialect
+        self.demonstration = demonstration
         self.trajectories: list[Trajectory] = []
         self.trajectory: Trajectory | None = None
         """The rollout's trajectory once ``run`` returned (None if it was cancelled)."""
@@ -66,7 +70,7 @@ class HarnessRollout:
     async def run(self) -> Trajectory:
         """Plays the episode and returns the classified trajectory (the last leaf)."""
         req, start = self.request, time.monotonic()
-        session = self.registry.open(req.rollout_id)
+        session = self.registry.open(req.rollout_id, req.sampling)
         env: HarnessEnv | None = None
         status, reason, reward, info = RolloutStatus.ok, "", 0.0, {}
         try:
@@ -97,6 +101,8 @@ class HarnessRollout:
                 traj.status, traj.reason = status, reason
             traj.metrics.update({k: v for k, v in info.items() if isinstance(v, int | float | str | bool)})
             traj.metrics["harness_exit"] = self.outcome.exit_status if self.outcome else ""
+            if self.demonstration:
+                traj.metrics["demonstration"] = True
             traj.timings = {"total_s": time.monotonic() - start}
         self.registry.forget(session)
         self.trajectory = self.trajectories[-1]
@@ -111,25 +117,32 @@ class HarnessRollouts:
     Args:
         registry: the sessions, over the run's TITO gateway.
         server: the HTTP gateway serving them.
+        demonstration: its calls are answered with forced gold (see :class:`HarnessRollout`).
     """
 
-    def __init__(self, registry: SessionRegistry, server: HttpGateway) -> None:
-        self.registry, self.server = registry, server
+    def __init__(self, registry: SessionRegistry, server: HttpGateway, demonstration: bool = False) -> None:
+        self.registry, self.server, self.demonstration = registry, server, demonstration
 
     def __call__(self, request: RolloutRequest, make_env: EnvFactory, gateway: PolicyGateway) -> Any:
         if request.env_id == HARNESS_ENV_ID:
-            return HarnessRollout(request, make_env, self.registry, self.server)  # type: ignore[arg-type]
+            return HarnessRollout(request, make_env, self.registry, self.server,  # type: ignore[arg-type]
+                                  demonstration=self.demonstration)
         return Rollout(request, make_env, gateway)
 
 
 @asynccontextmanager
-async def open_harness_rollouts(gateway: PolicyGateway,
-                                config: HttpGatewayConfig | None = None) -> AsyncIterator[HarnessRollouts]:
+async def open_harness_rollouts(gateway: PolicyGateway, config: HttpGatewayConfig | None = None,
+                                demonstration: bool = False) -> AsyncIterator[HarnessRollouts]:
     """Serves ``gateway``'s sessions over HTTP for the run's harness tasks (on loopback).
 
+    Args:
+        gateway: the TITO gateway the sessions sample through (for the warm start's
+            demonstrations, one over a :class:`~gymfleet.orchestrator.http.forcing.ScriptedRepliesEngine`).
+        config: the HTTP server's settings.
+        demonstration: mark every trajectory as a demonstration.
+
     Raises:
-        TypeError: ``gateway`` is not the TITO :class:`Gateway` (e.g. the warm start's
-            demonstrations, whose gold is not forced through harnesses this way).
+        TypeError: ``gateway`` is not the TITO :class:`Gateway`.
     """
     from gymfleet.orchestrator.http.server import HttpGateway
 
@@ -137,7 +150,7 @@ async def open_harness_rollouts(gateway: PolicyGateway,
         raise TypeError(f"harness tasks need the TITO gateway, got {type(gateway).__name__}")
     registry = SessionRegistry(gateway)
     async with HttpGateway(registry, config) as server:
-        yield HarnessRollouts(registry, server)
+        yield HarnessRollouts(registry, server, demonstration)
 
 
 async def _close(env: HarnessEnv, timeout_s: float) -> None:

@@ -127,7 +127,9 @@ def collate(groups: Sequence[Sequence[Trajectory]], max_tokens: int | None = Non
     """Pads the trajectories of ``groups`` into one :class:`TrainBatch`.
 
     Each sequence keeps its first ``max_tokens`` tokens, and of those only up to its last policy
-    token: on the terminal tier that left 154 of a median 246 tokens.
+    token: on the terminal tier that left 154 of a median 246 tokens. A sample's branches
+    (``Trajectory.branches``: the other leaves of a harness session tree) are sequences of their
+    own with the sample's advantage; the advantages are over the group's samples, not its rows.
 
     Args:
         groups: repaired groups (see :func:`repair_groups`).
@@ -136,10 +138,11 @@ def collate(groups: Sequence[Sequence[Trajectory]], max_tokens: int | None = Non
     Raises:
         ValueError: no trajectories.
     """
-    trajs = [t for g in groups for t in g]
+    trajs = [row for g in groups for t in g for row in (t, *t.branches)]
     if not trajs:
         raise ValueError("collate needs at least one trajectory; repair_groups dropped every group")
-    advantages = torch.cat([group_advantages(torch.tensor([t.reward for t in g])) for g in groups])
+    advantages = torch.cat([group_advantages(torch.tensor([t.reward for t in g])).repeat_interleave(
+        torch.tensor([1 + len(t.branches) for t in g])) for g in groups])
     lengths = [_trained_length(t, max_tokens) for t in trajs]
     b, t_max = len(trajs), max(lengths)
     input_ids = torch.zeros(b, t_max, dtype=torch.int64)

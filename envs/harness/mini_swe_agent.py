@@ -61,11 +61,13 @@ def run_mini_swe_agent(task: str, base_url: str, bridge: SandboxBridge, config_n
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download at import
     os.environ["MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT"] = "1"  # a failed call is lost, never retried minutes later
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+    import litellm
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.config import builtin_config_dir
     from minisweagent.models.litellm_model import LitellmModel
     from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 
+    litellm.suppress_debug_info = True  # its cost lookup of the unpriced model printed a provider list each call
     config = yaml.safe_load((builtin_config_dir / config_name).read_text())
     model_class = LitellmTextbasedModel if "textbased" in config_name else LitellmModel
     model_config = {**config.get("model", {}), "model_name": "openai/gymfleet", "cost_tracking": "ignore_errors"}

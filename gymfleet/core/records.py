@@ -89,6 +89,11 @@ class Trajectory:
     ``token_ids`` int32 (T,), ``loss_mask`` uint8 (T,) 1 on policy-generated tokens,
     ``logprobs`` float32 (T,) the behaviour policy's logprob of each generated token (0
     elsewhere), ``versions`` int32 (T,) adapter version that generated each token (-1 elsewhere).
+
+    ``branches``: the other leaves of the same rollout's session tree (a harness that edited or
+    summarised its history, docs/harness.md), each a trajectory of its own with rollout id
+    ``<rollout_id>#<i>`` and ``metrics["branch_of"] = rollout_id``. They are stored beside this
+    one (one row each), and trained with this sample's reward and advantage.
     """
 
     rollout_id: str
@@ -106,6 +111,7 @@ class Trajectory:
     status: RolloutStatus = RolloutStatus.ok
     reason: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    branches: list[Trajectory] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.token_ids = np.asarray(self.token_ids, dtype=np.int32)
@@ -132,9 +138,10 @@ class Trajectory:
 
     @property
     def oldest_version(self) -> int:
-        """The oldest policy version among generated tokens; -1 when none were generated."""
+        """The oldest policy version among generated tokens (its branches' too); -1 when none were generated."""
         generated = self.versions[self.loss_mask.astype(bool)]
-        return int(generated.min()) if len(generated) else -1
+        own = int(generated.min()) if len(generated) else -1
+        return min([own, *(b.oldest_version for b in self.branches)], key=lambda v: (v < 0, v))
 
 
 def staleness(policy_version: int, generated_version: int) -> int:

@@ -140,6 +140,7 @@ async def open_run(
     reload_config: Callable[[], RunConfig | None] | None = None,
     on_stop: Callable[[], None] | None = None,
     gateway: PolicyGateway | None = None,
+    harness_gateway: Gateway | None = None,
 ) -> AsyncIterator[Run]:
     """Composes the run ``config`` describes and closes it all at the end.
 
@@ -151,6 +152,9 @@ async def open_run(
             admission, the second aborts).
         gateway: the policy, instead of the one ``config.policy`` builds (the demonstrations'
             gold-policy gateway); the caller owns it.
+        harness_gateway: the TITO gateway that harness tasks' sessions sample through, when it
+            is not ``gateway`` (the demonstrations: gold forced through each harness,
+            docs/harness.md); its trajectories are marked as demonstrations.
 
     Yields:
         The :class:`Run`.
@@ -173,8 +177,12 @@ async def open_run(
                 config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
         metrics = stack.enter_context(MetricsWriter(config.metrics_path))
         make_rollout = None
-        if any(t.env_id == HARNESS_ENV_ID for t in config.tasks) and isinstance(gateway, Gateway):
-            make_rollout = await stack.enter_async_context(open_harness_rollouts(gateway))  # docs/harness.md
+        if any(t.env_id == HARNESS_ENV_ID for t in config.tasks):  # docs/harness.md
+            if harness_gateway is not None:
+                make_rollout = await stack.enter_async_context(open_harness_rollouts(harness_gateway,
+                                                                                     demonstration=True))
+            elif isinstance(gateway, Gateway):
+                make_rollout = await stack.enter_async_context(open_harness_rollouts(gateway))
         scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
                               reload_config=reload_config, make_rollout=make_rollout)
         stack.enter_context(_stop_signals(on_stop or scheduler.request_stop))

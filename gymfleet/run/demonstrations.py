@@ -8,6 +8,13 @@ policy, so the tokens are rendered by the policy's chat template exactly as in t
 rollouts. They are stored in the run's store under their own run id, ``<run_id>.demos`` (one
 group of one sample per instance and episode, ``metrics["demonstration"] = True``): the learner
 claims groups of the training run only, never these.
+
+A task on ``gymfleet/Harness-v0`` is recorded through its harness: the harness runs its own loop
+against a gateway session whose engine answers with the gold actions written in the harness's
+format (:func:`~gymfleet.envs.harness.harnesses.gold_replies`, forced by a
+:class:`~gymfleet.orchestrator.http.forcing.ScriptedRepliesEngine`), so the demonstration holds the
+harness's own prompts (its system prompt, tool rendering, observation format) and the tokens come
+from the gateway, as in a harness rollout (docs/harness.md).
 """
 
 from __future__ import annotations
@@ -18,8 +25,12 @@ from typing import Any
 
 from rich.console import Console
 
+from gymfleet.core.errors import ConfigError
 from gymfleet.core.records import RolloutStatus, Trajectory
-from gymfleet.orchestrator import RunConfig, DemonstrationGateway, TrajectoryStore, group_id_of
+from gymfleet.envs.base import ScriptedPolicy
+from gymfleet.orchestrator import (
+    HARNESS_ENV_ID, DemonstrationGateway, Gateway, GatewayConfig, RunConfig, ScriptedRepliesEngine, TaskConfig,
+    TrajectoryStore, group_id_of)
 from gymfleet.run.compose import Run, open_run
 
 
@@ -75,32 +86,57 @@ async def record_demonstrations(config: RunConfig, tokenizer: Any, episodes_per_
         console: where messages go (tasks left out...).
 
     Raises:
-        ConfigError: no task can run here, or a task's env or instances are wrong.
+        ConfigError: no task can run here, a task's env or instances are wrong, or a harness
+            task's gold policy is not a list of actions.
         ChatTemplateError: the policy's chat template is not append-only.
         StoreError: the store cannot be opened or written.
     """
     gateway = DemonstrationGateway(tokenizer)
+    forced = ScriptedRepliesEngine(tokenizer)
+    harness_gateway = Gateway(tokenizer, forced, GatewayConfig(run_id="demonstrations"))
     demos = demonstration_run(config, episodes_per_instance, max_instances_per_task)
-    async with open_run(demos, console=console, gateway=gateway) as run:
-        await _expect_gold(run, gateway)
+    async with open_run(demos, console=console, gateway=gateway, harness_gateway=harness_gateway) as run:
+        await _expect_gold(run, gateway, forced)
         outcome = await run.scheduler.run()
         stored = await run.store.trajectories(demos.run_id, limit=None)
     return DemoRecording(demos.run_id, dict(outcome.by_status),
                          sum(_solved(s.trajectory) for s in stored), dict(run.left_out))
 
 
-async def _expect_gold(run: Run, gateway: DemonstrationGateway) -> None:
-    """Registers each group's gold policy with the gateway (gold policies are stateless: one
+async def _expect_gold(run: Run, gateway: DemonstrationGateway, forced: ScriptedRepliesEngine) -> None:
+    """Registers each group's gold policy with the gateway, or, for a harness task, its gold
+    replies in the harness's format with the forcing engine (gold policies are stateless: one
     env of each task makes them all)."""
     for task in run.config.tasks:
         gold = run.factories[task.name]()
         try:
             for instance_id in run.instances[task.name]:
                 policy = gold.gold_policy(instance_id)
+                replies = _harness_gold(task, instance_id, policy) if task.env_id == HARNESS_ENV_ID else None
                 for pass_idx in range(task.passes or 1):
-                    gateway.expect_group(group_id_of(run.config.run_id, task.name, pass_idx, instance_id), policy)
+                    group_id = group_id_of(run.config.run_id, task.name, pass_idx, instance_id)
+                    if replies is None:
+                        gateway.expect_group(group_id, policy)
+                    else:
+                        forced.script_group(group_id, replies)
         finally:
             await gold.close_async()
+
+
+def _harness_gold(task: TaskConfig, instance_id: str, policy: object) -> list[str]:
+    """The completions that play ``policy``'s gold actions through the task's harness.
+
+    Raises:
+        ConfigError: the gold policy is not a fixed list of actions (it cannot be written ahead).
+    """
+    from gymfleet.envs.harness.env import HarnessEnvConfig
+    from gymfleet.envs.harness.harnesses import gold_replies
+
+    if not isinstance(policy, ScriptedPolicy):
+        raise ConfigError(f"task {task.name}: the gold policy of {instance_id} is a {type(policy).__name__}, not a "
+                          "list of actions, so it cannot be forced through a harness; disable the warm start "
+                          "(warmstart.enabled: false) or give the task env a scripted gold policy")
+    return gold_replies(HarnessEnvConfig(**task.env_kwargs).harness, policy.actions)
 
 
 SOLVED_STATUSES = frozenset({RolloutStatus.ok, RolloutStatus.truncated})

@@ -72,7 +72,8 @@ async def evaluate(
     async with await TrajectoryStore.open(config.store) as store:
         rows = await store.trajectories(run_id, limit=None)
     return EvalResult({r.trajectory.rollout_id: r.trajectory.reward for r in rows if r.trajectory.status.trains
-                       and r.trajectory.status is not RolloutStatus.aborted})
+                       and r.trajectory.status is not RolloutStatus.aborted
+                       and "branch_of" not in r.trajectory.metrics})  # a harness's other leaves: one rollout
 
 
 def _policy(policy: PolicyConfig | None, adapter: str | None) -> PolicyConfig | dict[str, object]:

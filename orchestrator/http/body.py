@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -62,11 +63,17 @@ def arguments_json(value: Any, where: str) -> str:
         return json.dumps(value)
     if isinstance(value, str):
         try:
-            parsed = json.loads(value) if value else {}
+            return _canonical_arguments(value)
         except json.JSONDecodeError as exc:
             raise BadRequestError(f"{where}: arguments are not valid JSON ({exc.msg})") from exc
-        return json.dumps(parsed)
     raise BadRequestError(f"{where}: arguments must be a JSON object")
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_arguments(text: str) -> str:
+    """``json.dumps(json.loads(text))``, memoised: a harness re-sends every earlier tool call's
+    arguments with each call, so a session of n calls would parse them n(n-1)/2 times."""
+    return json.dumps(json.loads(text) if text else {})
 
 
 def sampling(body: dict[str, Any], max_tokens_keys: tuple[str, ...], stop_key: str, cap: int) -> SamplingParams:

@@ -13,6 +13,10 @@ leaf); ``branched`` (a new root after the first, or a second child); ``retokenis
 messages hold an assistant turn that the gateway sampled earlier but whose ids could not be reused
 where it now stands); ``lost`` (calls that failed, timed out or whose client disconnected). A
 session with a lost call is not trained on (status ``infra_error``, the reason names the call).
+
+A session opened with its rollout's sampling (the run's ``tasks[].sampling``) samples every call
+with it, whatever the harness asked: the temperature, top-p and seed of the trained policy are the
+run's, and the harness's ``max_tokens`` is honoured only below the run's ``max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class HarnessSession:
     counts: Counter[str] = field(default_factory=Counter)
     lost: list[str] = field(default_factory=list)
     closed: bool = False
+    sampling: SamplingParams | None = None
+    """The rollout's sampling (None: each call's own, as the harness sent it)."""
 
     async def call(self, messages: list[Message], sampling: SamplingParams,
                    canonical_reply: Callable[[str], Message], timeout_s: float) -> CallOutcome:
@@ -76,6 +82,10 @@ class HarnessSession:
         """
         if self.closed:
             raise ClosedSessionError(f"session of rollout {self.rollout_id!r} is closed: its rollout ended")
+        if self.sampling is not None:
+            sampling = self.sampling.model_copy(update={
+                "max_new_tokens": min(sampling.max_new_tokens, self.sampling.max_new_tokens),
+                "stop": sampling.stop or self.sampling.stop})
         node = self._longest_prefix(messages)
         start = len(node.key) if node else 0
         if node is None:
@@ -113,7 +123,10 @@ class HarnessSession:
         return [n for n in self.nodes if n.n_children == 0]
 
     def trajectories(self, run_id: str, group_id: str, env_id: str, instance_id: str) -> list[Trajectory]:
-        """One trajectory per leaf (``rollout_id`` of the i-th leaf after the first: ``<rollout>#<i>``).
+        """One trajectory per leaf, oldest first. The last leaf (the call the harness ended on) is
+        the rollout's trajectory and keeps its rollout id; the i-th earlier one is
+        ``<rollout>#<i>`` with ``metrics["branch_of"]`` the rollout id, and they are the last
+        one's ``branches`` (stored beside it and trained with its advantage, docs/harness.md).
 
         Each carries the session's counts in ``metrics`` (``calls``, ``continued``, ``branched``,
         ``retokenised``, ``lost``, ``leaves``); with a lost call, status ``infra_error`` and the
@@ -121,14 +134,17 @@ class HarnessSession:
         """
         out = []
         leaves = self.leaves()
-        for i, leaf in enumerate(leaves):
-            rollout_id = self.rollout_id if i == 0 else f"{self.rollout_id}#{i}"
+        for i, leaf in enumerate(leaves, start=1):
             traj = leaf.session.to_trajectory(run_id, group_id, env_id, instance_id)
-            traj.rollout_id = rollout_id
+            if i < len(leaves):
+                traj.rollout_id = f"{self.rollout_id}#{i}"
+                traj.metrics["branch_of"] = self.rollout_id
             traj.metrics.update(self.metrics())
             if self.lost:
                 traj.status, traj.reason = RolloutStatus.infra_error, f"lost a call, not trained on: {self.lost[0]}"
             out.append(traj)
+        if out:
+            out[-1].branches = out[:-1]
         return out
 
     def metrics(self) -> dict[str, int]:
@@ -156,10 +172,16 @@ class SessionRegistry:
         self.gateway = gateway
         self._sessions: dict[str, HarnessSession] = {}
 
-    def open(self, rollout_id: str) -> HarnessSession:
-        """Called when a harness rollout starts: a new session with a fresh token."""
+    def open(self, rollout_id: str, sampling: SamplingParams | None = None) -> HarnessSession:
+        """Called when a harness rollout starts: a new session with a fresh token.
+
+        Args:
+            rollout_id: the rollout (the engine's routing key).
+            sampling: the rollout's sampling, which every call of the session uses (its
+                ``max_new_tokens`` caps the harness's); None: each call's own.
+        """
         token = secrets.token_urlsafe(32)
-        session = self._sessions[token] = HarnessSession(self.gateway, rollout_id, token)
+        session = self._sessions[token] = HarnessSession(self.gateway, rollout_id, token, sampling=sampling)
         return session
 
     def get(self, token: str) -> HarnessSession:

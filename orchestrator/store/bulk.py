@@ -89,7 +89,8 @@ async def _finishes(conn: AsyncConnection, items: list[BulkItem], results: list[
         if f.traj.rollout_id in lost:
             results[i] = False
     if kept:
-        await conn.execute(insert(TRAJ), [to_values(f.traj, sample_id=f.sample_id, task=f.task) for _, f in kept])
+        await conn.execute(insert(TRAJ), [to_values(t, sample_id=f.sample_id, task=f.task)
+                                          for _, f in kept for t in (f.traj, *f.traj.branches)])
     sample_updates, group_counts = [], Counter[str]()
     for i, f in kept:
         if f.sample_id is None:

@@ -176,8 +176,17 @@ async def _load_groups(conn: AsyncConnection, group_ids: list[str]) -> list[Clai
         .order_by(SAMPLES.c.sample_idx)
     )).all()
     by_group: dict[str, list[Trajectory]] = {g: [] for g in group_ids}
+    by_rollout: dict[str, Trajectory] = {}
     for row in rows:
-        by_group[row.group_id].append(from_row(row))
+        by_group[row.group_id].append(by_rollout.setdefault(row.rollout_id, from_row(row)))
+    branches = (await conn.execute(  # other leaves of a harness session tree (Trajectory.branches)
+        select(TRAJ).where(TRAJ.c.group_id.in_(group_ids), TRAJ.c.rollout_id.like("%#%"))
+        .order_by(TRAJ.c.rollout_id))).all()
+    for row in branches:
+        branch = from_row(row)
+        main = by_rollout.get(str(branch.metrics.get("branch_of", "")))
+        if main is not None:
+            main.branches.append(branch)
     return [ClaimedGroup(g.group_id, by_group[g.group_id], task=g.task, run_id=g.run_id, env_id=g.env_id,
                          instance_id=g.instance_id) for g in groups]
 

@@ -249,7 +249,8 @@ async def finish(
     conn: AsyncConnection, traj: Trajectory, *, sample_id: str | None, task: str, final: bool,
     keep_lease: bool = False,
 ) -> bool:
-    """Inserts the trajectory and settles its sample; all or nothing (the caller's savepoint).
+    """Inserts the trajectory (and its branches, a row each) and settles its sample; all or
+    nothing (the caller's savepoint).
 
     Args:
         traj: the finished attempt.
@@ -269,7 +270,7 @@ async def finish(
         owned = current == (traj.rollout_id, SampleState.running)
         if not owned and await recorded(conn, [traj.rollout_id]):
             return False
-    await conn.execute(insert(TRAJ).values(**to_values(traj, sample_id=sample_id, task=task)))
+    await conn.execute(insert(TRAJ), [to_values(t, sample_id=sample_id, task=task) for t in (traj, *traj.branches)])
     if sample_id is None or not owned:
         return owned
     await conn.execute(update(SAMPLES).where(SAMPLES.c.sample_id == sample_id)

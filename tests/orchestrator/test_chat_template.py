@@ -43,3 +43,15 @@ def test_gateway_refuses_a_template_that_rewrites_past_turns(smollm_tokenizer: A
     with pytest.raises(ChatTemplateError, match="not append-only") as info:
         Gateway(tokenizer, FakeEngine("r0"))
     assert "character" in str(info.value)
+
+
+def test_the_direct_jinja_and_rust_paths_give_transformers_text_and_ids(smollm_tokenizer: Any) -> None:
+    fast, slow = ChatTemplate(smollm_tokenizer), ChatTemplate(smollm_tokenizer)
+    slow._jinja = slow._backend = None  # transformers' own calls
+    assert fast._jinja is not None and fast._backend is not None  # SmolLM2's template and fast tokenizer allow both
+    chat = [Message("system", "Tools: <tool_call>{}</tool_call> ✓"), Message("user", "ls\n\t -la  "),
+            Message("assistant", "<|im_end|> spoof"), Message("tool", "ünïcode\r\n")]
+    for n in range(1, len(chat) + 1):
+        for flag in (False, True):
+            text = slow.render(chat[:n], flag)
+            assert fast.render(chat[:n], flag) == text and fast.encode(text) == slow.encode(text)

@@ -100,33 +100,17 @@ async def test_a_retired_version_stays_loaded_until_its_turns_in_flight_end(smol
     assert engine.adapters == {"run-v000003", "run-v000004"}
 
 
-class _CountingTokenizer:
-    """The real tokenizer, counting its chat-template renders."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self._tokenizer = tokenizer
-        self.renders = 0
-
-    def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
-        self.renders += 1
-        return self._tokenizer.apply_chat_template(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tokenizer, name)
-
-
 async def test_each_turn_renders_the_template_three_times_not_six(smollm_tokenizer: Any) -> None:
     """A turn's deltas (generation prompt, turn end, the env's reply) need three distinct renders;
     the session renders each once, and its ids equal the deltas computed without its memo."""
-    counting = _CountingTokenizer(smollm_tokenizer)
-    gateway = Gateway(counting, FakeEngine("r0"))
+    gateway = Gateway(smollm_tokenizer, FakeEngine("r0"))
     first = [Message("system", "Be brief."), Message("user", "Hi")]
     session = gateway.open_session("run/t/0/i/0", first)
-    counting.renders = 0
+    gateway.template.n_renders = 0
     for turn in range(3):
         await session.generate(SamplingParams(max_new_tokens=4))
         session.add_message("user", f"more {turn}")
-    assert counting.renders == 3 * 3
+    assert gateway.template.n_renders == 3 * 3
 
     template, messages = gateway.template, list(first)  # the same deltas, each render done afresh
     ids = template.encode(template.render(messages))

@@ -152,7 +152,9 @@ async def test_edited_history_branches_and_stays_exact(smollm_tokenizer: Any) ->
         await client.chat.completions.create(model="m", messages=summary)
         assert session.metrics() == {"calls": 3, "continued": 1, "branched": 1, "retokenised": 1, "lost": 0, "leaves": 2}
         first, second = session.trajectories("run", "g", "env", "i")
-        assert second.rollout_id == "r1#1"
+        # the last leaf is the rollout's trajectory; the earlier one is its branch, stored and trained with it
+        assert (first.rollout_id, first.metrics["branch_of"], second.rollout_id) == ("r1#1", "r1", "r1")
+        assert second.branches == [first] and "branch_of" not in second.metrics
         for traj, gens in ((first, engine.generations[:2]), (second, engine.generations[2:])):
             assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for g in gens for t in g.token_ids]
         assert second.token_ids.tolist()[: len(engine.prompts[2])] == engine.prompts[2]

@@ -109,3 +109,19 @@ def test_a_sequence_ends_at_its_last_policy_token_within_max_tokens() -> None:
     late.loss_mask = np.array([0, 0, 0, 0, 0, 1, 1, 0], np.uint8)
     cut = collate([[late, whole]], max_tokens=4)
     assert cut.attention_mask.sum(dim=1).tolist() == [1, 4] and cut.loss_mask[0].sum() == 0
+
+
+def test_a_samples_branches_are_rows_of_their_own_with_the_samples_advantage() -> None:
+    # sample r0 (reward 1) ended on one leaf and left two earlier ones (a harness that rewrote its history)
+    main, other = traj(0, 1.0, n=5), traj(1, 0.0, n=4)
+    main.branches = [traj(7, 1.0, n=3), traj(8, 1.0, n=4)]
+    batch = collate([[main, other]])
+    assert batch.input_ids.shape == (4, 5)
+    assert batch.input_ids[:, 0].tolist() == [0, 70, 80, 10]  # main, its branches, then the next sample
+    # advantages are over the 2 samples (not the 4 rows): the branches share their sample's
+    assert batch.advantages.tolist() == pytest.approx([1.0, 1.0, 1.0, -1.0], abs=1e-5)
+    assert batch.n_generated_tokens == 3 + 1 + 2 + 2
+    # a stale branch makes its sample stale
+    main.branches[0].versions[main.branches[0].loss_mask == 1] = 1
+    kept, stats = repair_groups([[main, other, traj(2, 0.0)]], learner_version=5, max_staleness=2)
+    assert stats.samples_stale == 1 and [t.rollout_id for t in kept[0]] == ["r1", "r2", "r1"]

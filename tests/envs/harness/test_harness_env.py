@@ -60,10 +60,13 @@ async def test_gold_through_the_harness_earns_1_token_exact(bwrap_available: boo
     assert env.task._episode is None  # type: ignore[attr-defined]  # the sandbox was released
 
 
-async def test_noop_through_the_harness_earns_0(bwrap_available: bool, smollm_tokenizer: Any) -> None:
-    rollout, _, _ = await play(smollm_tokenizer, "mini-swe-agent", noop_replies("mini-swe-agent"))
+@pytest.mark.parametrize("harness", ["mini-swe-agent", "smolagents"])
+async def test_noop_through_the_harness_earns_0(bwrap_available: bool, smollm_tokenizer: Any, harness: str) -> None:
+    rollout, engine, env = await play(smollm_tokenizer, harness, noop_replies(harness))
     traj = rollout.trajectories[-1]
     assert (traj.status.value, traj.reward, traj.metrics["harness_exit"]) == ("ok", 0.0, "Submitted")
+    assert traj.metrics["calls"] == len(engine.prompts) == 1 and traj.metrics["n_commands"] == 0
+    assert env.task._episode is None  # type: ignore[attr-defined]  # the sandbox was released
 
 
 async def test_a_crashing_or_hanging_harness_is_classified_and_released(bwrap_available: bool,

@@ -8,7 +8,7 @@ import pytest
 
 from gymfleet.orchestrator.store import TrajectoryStore
 from gymfleet.orchestrator.store.errors import ClaimExpiredError
-from tests.orchestrator.store.conftest import StoreTarget, fill_group
+from tests.orchestrator.store.conftest import StoreTarget, fill_group, make_trajectory
 
 RUN = "run-c"
 
@@ -26,6 +26,35 @@ async def test_only_complete_groups_are_claimed_with_their_trajectories(store: T
     assert claimed.trajectories[0].n_tokens == 50
     await store.ack(claim)
     assert (await store.claim_groups(10, "learner-0", lease_s=60)).groups == []
+
+
+async def test_a_samples_branches_are_stored_and_claimed_with_it(store: TrajectoryStore) -> None:
+    from gymfleet.orchestrator.store import GroupSpec
+
+    await store.start_run(RUN, {})
+    group = GroupSpec(f"{RUN}/echo/p0/alpha", RUN, "echo", "gymfleet-test/Echo-v0", "alpha", 2)
+    store.create_group(group)
+    for i, sample_id in enumerate(group.sample_ids()):
+        traj = make_trajectory(RUN, group.group_id, i, reward=float(i))
+        if i == 0:  # a harness session with two earlier leaves (docs/harness.md)
+            traj.branches = [make_trajectory(RUN, group.group_id, 10 + k, n_tokens=20 + k) for k in (1, 2)]
+            for k, branch in enumerate(traj.branches, start=1):
+                branch.rollout_id, branch.metrics["branch_of"] = f"{traj.rollout_id}#{k}", traj.rollout_id
+        store.start_sample(sample_id, traj.rollout_id)
+        store.add(traj, sample_id=sample_id, task="echo")
+    # an earlier, failed attempt's branch is stored but belongs to no claimed sample
+    stray = make_trajectory(RUN, group.group_id, 30)
+    stray.rollout_id, stray.metrics["branch_of"] = f"{group.group_id}/0/a0#1", f"{group.group_id}/0/a0"
+    store.add(stray, task="echo")
+    await store.flush()
+    stored = await store.trajectories(RUN, limit=None)
+    assert len(stored) == 5  # every leaf is a row
+    (claimed,) = (await store.claim_groups(10, "learner-0", lease_s=60)).groups
+    first, second = claimed.trajectories
+    assert [t.reward for t in claimed.trajectories] == [0.0, 1.0] and second.branches == []
+    assert [(b.rollout_id, b.n_tokens) for b in first.branches] == [
+        (f"{first.rollout_id}#1", 21), (f"{first.rollout_id}#2", 22)]
+    assert first.branches[0].token_ids.tolist() == make_trajectory(RUN, group.group_id, 11, n_tokens=21).token_ids.tolist()
 
 
 async def test_racing_claimers_never_share_a_group(target: StoreTarget) -> None:
