@@ -145,6 +145,10 @@ def test_hostile_prediction_does_not_resolve(fooling_run: dict[str, Any], instan
         assert report[instance_id]["junk_ids"] == ["[100%]", "[ 50%]"]
         assert report[instance_id]["tests_status"]["PASS_TO_PASS"]["failure"] == ["[100%]", "[ 50%]"]
         return
+    if instance_id == "parity__skipped-1":
+        assert report[instance_id]["tests_status"]["PASS_TO_PASS"]["failure"] == [
+            "tests/test_skipped.py::test_download"]
+        return
     assert report[instance_id]["tests_status"]["FAIL_TO_PASS"]["failure"]
 
 
