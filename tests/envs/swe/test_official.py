@@ -5,7 +5,10 @@ rich would read as markup, an empty-patch run, an error on both sides, a differe
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -160,3 +163,24 @@ def test_a_prediction_that_remakes_the_pre_install_edits_is_reverse_applied_offi
     out = _apply(scripts.apply_script(), repo, kept.patch)
     assert c.APPLY_PATCH_PASS in out and "return 2" in (repo / "sphinx/util.py").read_text(), out
     assert "Jinja2<3.0" in (repo / "setup.py").read_text()
+
+
+def test_a_reset_between_attempts_writes_only_what_the_attempt_changed(tmp_path: Path) -> None:
+    # an image's checkout has an index with stale stat data: a copy has new inodes. Before, the
+    # reset after git apply failed rewrote every tracked file, and hardened grading called the
+    # patch's apply a writer of files it does not name (CodeR's psf__requests-863: unresolved)
+    built = _sphinx_like_repo(tmp_path)
+    repo = tmp_path / "copy" / "testbed"
+    shutil.copytree(built, repo, symlinks=True)
+    for path in repo.rglob("*"):  # the image's files are older than the apply's stamp
+        os.utime(path, (time.time() - 3600, time.time() - 3600), follow_symlinks=False)
+    fuzzy = PREDICTION.split("diff --git a/sphinx")[1].replace(" def width():", " def width(x):")
+    out = _apply(scripts.apply_script(), repo, "diff --git a/sphinx" + fuzzy)
+    assert upstream.constants().APPLY_PATCH_PASS in out and "return 2" in (repo / "sphinx/util.py").read_text(), out
+    listed = subprocess.run(["bash", "-c", scripts.written_files_command()
+                             .replace(scripts.REPO_DIR, str(repo))
+                             .replace(scripts.WRITTEN_STAMP, str(repo.parent / "stamp"))],
+                            capture_output=True, text=True, timeout=60).stdout
+    written = [p for p in scripts.parse_written_files(listed)
+               if not p.startswith(".git/") and not p.endswith((".orig", ".rej"))]  # as the harness
+    assert written == ["sphinx/util.py"], written
