@@ -16,7 +16,7 @@ its instance and env images are removed once graded (``--keep-images`` keeps the
 per-Python parents stay). Prints JSON, and a markdown table (``--table FILE`` writes it).
 
 Usage: ``python benchmarks/swe_sweep.py DATASET --repo-mirror DIR [--per-version 1]
-[--dry-run] [--out runs/swe-sweep] [--max-workers 2] [--timeout 900] [--table docs/...]
+[--dry-run] [--repos OWNER/NAME ...] [--instance-ids ID ...] [--out runs/swe-sweep] [--max-workers 2] [--timeout 900] [--table docs/...]
 [--spec-table FILE] [--hardened]`` (default grading: the official harness's, as ``gymfleet eval
 swebench``; ``--hardened``: ``gymfleet/SWE-v0``'s) (default spec table: ``envs/swe/fixtures/drift.yaml``, pins for packages
 that drifted since swebench's specs were written).
@@ -99,7 +99,13 @@ def dry_run(harness: SWEHarness, instances: list[SWEInstance]) -> dict[str, Any]
             "refused_by_reason": dict(reasons.most_common())}
 
 
-def sample(instances: list[SWEInstance], per_version: int) -> list[SWEInstance]:
+def sample(instances: list[SWEInstance], per_version: int,
+           repos: list[str] | None = None) -> list[SWEInstance]:
+    """The first ``per_version`` instances of each (repo, version), in dataset order; with
+    ``repos``, only those repositories, in that order (so the fast ones finish first)."""
+    if repos:
+        rank = {repo: i for i, repo in enumerate(repos)}
+        instances = sorted((i for i in instances if i.repo in rank), key=lambda i: rank[i.repo])
     taken: Counter[tuple[str, str]] = Counter()
     chosen = []
     for instance in instances:
@@ -203,8 +209,10 @@ async def sweep(args: argparse.Namespace, harness: SWEHarness, instances: list[S
     args.out.mkdir(parents=True, exist_ok=True)
     done = {json.loads(l)["instance_id"]: json.loads(l) for l in done_path.read_text().splitlines()
             if l.strip()} if done_path.exists() else {}
-    todo = [i for i in sample(instances, args.per_version)
-            if classify(harness, i) == "ok" and in_mirror(harness, i) and i.instance_id not in done]
+    only = {i for item in args.instance_ids or [] for i in item.split(",") if i}
+    todo = [i for i in sample(instances, args.per_version, args.repos)
+            if classify(harness, i) == "ok" and in_mirror(harness, i) and i.instance_id not in done
+            and (not only or i.instance_id in only)]
     gate = asyncio.Semaphore(args.max_workers)
     print(f"sweep: {len(done)} done before, {len(todo)} to run", file=sys.stderr, flush=True)
 
@@ -234,7 +242,11 @@ def main() -> None:
     parser.add_argument("--repo-mirror", type=Path, action="append", default=[])
     parser.add_argument("--per-version", type=int, default=1)
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--repos", nargs="+", default=None, metavar="OWNER/NAME",
+                        help="run only these repositories, in this order (default: all, dataset order)")
     parser.add_argument("--python-fallback", choices=["none", "nearest"], default="none")
+    parser.add_argument("--instance-ids", nargs="+", default=None, metavar="ID",
+                        help="of the sample, run only these (space- or comma-separated)")
     parser.add_argument("--out", type=Path, default=Path("runs/swe-sweep"))
     parser.add_argument("--max-workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0)

@@ -8,7 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mode=${1:-test}
 case "$mode" in test|run) ;; *) echo "usage: services.sh [test|run]" >&2; exit 2 ;; esac
-pkgs=(docker.io bubblewrap chromium debootstrap fonts-dejavu-core git make gcc sqlite3 python3 procps)
+pkgs=(docker.io bubblewrap chromium debootstrap fonts-dejavu-core git patch make gcc sqlite3 python3 procps)
 [ "$mode" = test ] && pkgs+=(postgresql)
 # npm packs the CLI agents (Codex, opencode) that the Harness-v0 tests install into task images.
 if [ "$mode" = test ] && ! command -v npm >/dev/null 2>&1; then pkgs+=(npm); fi

@@ -87,7 +87,8 @@ class SandboxSpec(BaseModel):
     backend ignores it): a grader routing an address into the loopback device. Without
     ``network`` that namespace holds only loopback, so the sandbox stays offline."""
     cpus: float = 1.0
-    """CPU limit, in cores."""
+    """CPU limit, in cores; 0: no limit (Docker: a CPU weight of 1024 per host core, so that a
+    cgroup v1 ``cpu.shares`` reads as every core, as pylint's CPU count reads it)."""
     memory_mb: int = 1024
     """Memory limit, MiB."""
     pids_limit: int = 256

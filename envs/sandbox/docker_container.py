@@ -21,6 +21,7 @@ agent command from another; none needs to be: they are all the agent's.
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
 import re
 import tarfile
@@ -98,6 +99,11 @@ def container_options(spec: SandboxSpec, labels: SandboxLabels, *, quota: bool, 
         pids_limit=spec.pids_limit,
         detach=True,
     )
+    if spec.cpus <= 0:
+        # No limit: on a cgroup v1 host, tools that count CPUs from cpu.shares (pylint's
+        # _query_cpu: shares / 1024) would see Docker's default 1024 as one core and skip tests
+        # that need two; a weight of 1024 per host core reads as the cores the sandbox may use.
+        options["cpu_shares"] = 1024 * (os.cpu_count() or 1)
     if spec.net_admin:
         options["cap_add"] = ["NET_ADMIN"]
     if quota:

@@ -5,8 +5,12 @@ with one status per expected test, decided here from every status the log report
 (:mod:`gymfleet.envs.swe.logparse`), so that a patch cannot earn resolved without the fix:
 
 1. FAIL_TO_PASS counts only PASSED: XFAIL, XPASS, SKIPPED (code raising pytest's xfail or skip
-   at run time) fail it. A skipped PASS_TO_PASS test is maintained (swebench 5.x), including one
-   known only from pytest's ``SKIPPED [N] file:line`` summary line (no test id).
+   at run time) fail it. PASS_TO_PASS follows swebench's skip rule (4.1.0's outcome, 5.0.2's
+   ``test_maintained``): a test the log reports, by id, as PASSED, XFAIL or SKIPPED is
+   maintained; one the log does not report by id is failed. pytest's ``SKIPPED [N] file:line``
+   summary lines name no test, so a P2P test pytest skips under ``-rA`` fails, as in swebench
+   (a patch can make tests skip at run time; a summary line could hide a broken one). A JUnit
+   report only narrows: it never supplies an id the log lacks.
 2. Any non-passing report of an id fails it, whatever the order of lines: a forged ``PASSED``
    line (or a printed ``ok`` in a Django log) cannot cover the runner's FAILED. A published id
    cut at a space (more ``[`` than ``]``) matches every id it prefixes, and all must pass.
@@ -39,7 +43,6 @@ from gymfleet.envs.swe.logparse import (
     Occurrences,
     is_junk_id,
     parse_occurrences,
-    skipped_per_file,
 )
 
 TEST_EXIT_CODE = ">>>>> Test Exit Code"
@@ -190,7 +193,7 @@ def grade_output(output: str, exit_code: int | None, fail_to_pass: list[str],
     junit = own_junit
     effective: dict[str, str] = {}
     if error is None:
-        effective = _effective_statuses(found, f2p, p2p, skipped_per_file(output), junit)
+        effective = _effective_statuses(found, f2p, p2p, junit)
         effective.update(_junk_statuses(output, junk, parser, spec))
     return _report(effective, fail_to_pass, pass_to_pass, error, status_map, exit_code, junk)
 
@@ -271,37 +274,29 @@ def _check_status_map(status_map: dict[str, str], exit_code: int | None,
 
 
 def _reports(case: str, found: Occurrences, junit: JunitReports | None) -> list[str] | None:
-    """Every status the log and the JUnit report give ``case``; a log report the JUnit report
-    does not back counts as FAILED."""
+    """Every status the log and the JUnit report give ``case``; None when the log does not
+    report it (swebench reads the log only; the JUnit report never supplies a missing id). A
+    log report the JUnit report does not back counts as FAILED."""
     reports = matching_reports(case, found)
-    if junit is None:
+    if reports is None or junit is None:
         return reports
     backed = reports_for(case, junit)
-    if backed is None:
-        return None if reports is None else [*reports, "FAILED"]
-    return [*(reports or []), *backed]
+    return [*reports, *(backed if backed is not None else ["FAILED"])]
 
 
 def _effective_statuses(found: Occurrences, fail_to_pass: list[str], pass_to_pass: list[str],
-                        skipped: dict[str, int],
                         junit: JunitReports | None = None) -> dict[str, str]:
     """One status per expected id for swebench's exact-match report: F2P is PASSED only when
     every report of it (log and JUnit) is PASSED; P2P is PASSED when every report is
-    PASSED/SKIPPED/XFAIL, or when it is absent but its file has an unclaimed ``SKIPPED [N]``
-    summary line."""
+    PASSED/SKIPPED/XFAIL (swebench 5.0.2's ``test_maintained``). An id the log does not report
+    gets no status, which swebench's report counts as a failure."""
     effective: dict[str, str] = {}
     for case in fail_to_pass:
         reports = _reports(case, found, junit)
         if reports is not None:
             effective[case] = "PASSED" if set(reports) <= _PASSING else "FAILED"
-    unclaimed = dict(skipped)
     for case in pass_to_pass:
         reports = _reports(case, found, junit)
         if reports is not None:
             effective[case] = "PASSED" if set(reports) <= _MAINTAINED else "FAILED"
-            continue
-        path = case.split("::", 1)[0]
-        if unclaimed.get(path, 0) > 0:
-            unclaimed[path] -= 1
-            effective[case] = "PASSED"  # a skipped pass-to-pass test is maintained
     return effective

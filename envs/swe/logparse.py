@@ -11,8 +11,8 @@ does not depend on the order of lines. On top of swebench's parsers:
 * Django/unittest logs: the ``FAIL: <test>`` / ``ERROR: <test>`` headers of the failure report
   and bare ``FAIL``/``ERROR`` verdict lines count against the whole test name (swebench keys the
   header by the first word and credits a printed ``ok`` line to the previous test);
-* pytest's ``SKIPPED [N] path:line: reason`` summary lines (no test id) are returned per file,
-  so grading can recognise a skipped pass-to-pass test;
+* pytest's ``SKIPPED [N] path:line: reason`` summary lines name no test and give none (as
+  swebench 5.0.2's parsers skip them);
 * sympy logs: the verdict of each file's last test, which ``bin/test --verbose`` prints on the
   line that ends with the file's ``[OK]``/``[FAIL]`` (swebench's parser misses it; such a test
   is in no published list, but the grader's canary can be there).
@@ -110,17 +110,6 @@ def unittest_verdicts(log: str) -> list[tuple[str, str]]:
         elif line in ("FAIL", "ERROR") and previous is not None:
             verdicts.append((previous, "FAILED" if line == "FAIL" else "ERROR"))
     return verdicts
-
-
-def skipped_per_file(log: str) -> dict[str, int]:
-    """pytest ``-rA`` summary lines ``SKIPPED [N] path:line: reason``: skipped tests per file
-    (the lines name no test id)."""
-    counts: dict[str, int] = defaultdict(int)
-    for line in log.split("\n"):
-        match = _SKIPPED_SUMMARY.match(line.strip())
-        if match:
-            counts[match.group(2)] += int(match.group(1))
-    return dict(counts)
 
 
 def is_junk_id(case: str) -> bool:

@@ -84,8 +84,9 @@ def diff_command(base_commit: str, paths: list[str]) -> str:
 
 def apply_script() -> str:
     """Applies ``PATCH_PATH``: each of swebench's commands in turn, resetting the tree between
-    attempts; prints swebench's ``>>>>> Applied Patch`` or ``>>>>> Patch Apply Failed``. An
-    attempt that exits 0 but leaves the tree unchanged counts as failed."""
+    attempts (the index refreshed first, so a reset rewrites only what an attempt changed);
+    prints swebench's ``>>>>> Applied Patch`` or ``>>>>> Patch Apply Failed``. An attempt that
+    exits 0 but leaves the tree unchanged counts as failed."""
     c = upstream.constants()
     # `patch --fuzz=5` exits 0 on some garbage without changing anything: that is a failure
     attempts = [
@@ -96,7 +97,11 @@ def apply_script() -> str:
     ]
     # one stream, so the log shows git's messages and the markers in the order they happened
     stamp = f"touch -d @$(( $(date +%s) - 1 )) {WRITTEN_STAMP}"  # find -newer: strictly after
-    return "\n".join(["exec 2>&1", stamp, f"cd {REPO_DIR}", *attempts,
+    # an image's index has stale stat data (inodes, ctimes of the extracted layer): without a
+    # refresh, the reset after a failed attempt rewrites every tracked file, which the check of
+    # what the apply wrote then reports (psf__requests-863, pytest-dev__pytest-11148: CodeR)
+    refresh = f"git -C {REPO_DIR} update-index -q --refresh >/dev/null 2>&1 || true"
+    return "\n".join(["exec 2>&1", refresh, stamp, f"cd {REPO_DIR}", *attempts,
                       f"echo '{c.APPLY_PATCH_FAIL}'", "exit 1"]) + "\n"
 
 

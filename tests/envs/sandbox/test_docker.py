@@ -242,6 +242,16 @@ async def test_network_when_the_spec_asks(backend: DockerBackend, spec: SandboxS
 
 
 @pytest.mark.docker
+async def test_no_cpu_limit_reads_as_every_core(backend: DockerBackend, spec: SandboxSpec) -> None:
+    # pylint's CPU count reads cgroup v1 cpu.shares / 1024: Docker's default (1024) made a
+    # sandbox without a limit look like one core, and pylint-7080's gold skip test_jobs_score
+    async with backend.create(spec.model_copy(update={"cpus": 0.0}), labels()) as sb:
+        shares = await sb.exec("cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || echo v2")
+    if shares.stdout.strip() != "v2":  # cgroup v2 hosts have no shares file to misread
+        assert int(shares.stdout) == 1024 * (os.cpu_count() or 1), shares.stdout
+
+
+@pytest.mark.docker
 async def test_rm_rf_root_harms_neither_host_nor_other_sandboxes(
     backend: DockerBackend, spec: SandboxSpec, tmp_path: Path
 ) -> None:

@@ -1,7 +1,7 @@
 """Hostile predictions that fooled the grader, run end to end through `gymfleet eval swebench`
 in Docker on copies of a fixture instance (python-semver-426: `Version.replace()` must return
 the subclass). None may resolve; progress tokens in PASS_TO_PASS are graded as swebench grades
-them; the honest edge case (a really skipped pass-to-pass test) must resolve.
+them, and so is a pass-to-pass test pytest skips (no id in the log: failed, as in swebench).
 
 One evaluation run grades every case (one instance each; their images share the fixture's
 env image and Docker's build cache).
@@ -97,10 +97,11 @@ CASES: dict[str, tuple[dict[str, Any], str, bool]] = {
     # junk ids graded as swebench 4.1.0 grades them: absent from the log, so failed
     "parity__tokens-1": (
         {"PASS_TO_PASS": [*BASE.PASS_TO_PASS, "[100%]", "[ 50%]"]}, BASE.patch, False),
-    "honest__skipped-1": (
+    # a skipped pass-to-pass test: pytest -rA prints no id for it, so it fails, as in swebench
+    "parity__skipped-1": (
         {"test_patch": BASE.test_patch + SKIPPED,
          "PASS_TO_PASS": [*BASE.PASS_TO_PASS, "tests/test_skipped.py::test_download"]},
-        BASE.patch, True),
+        BASE.patch, False),
 }
 
 SPEC_TABLE = """python-semver/python-semver:
@@ -143,6 +144,10 @@ def test_hostile_prediction_does_not_resolve(fooling_run: dict[str, Any], instan
     if instance_id == "parity__tokens-1":
         assert report[instance_id]["junk_ids"] == ["[100%]", "[ 50%]"]
         assert report[instance_id]["tests_status"]["PASS_TO_PASS"]["failure"] == ["[100%]", "[ 50%]"]
+        return
+    if instance_id == "parity__skipped-1":
+        assert report[instance_id]["tests_status"]["PASS_TO_PASS"]["failure"] == [
+            "tests/test_skipped.py::test_download"]
         return
     assert report[instance_id]["tests_status"]["FAIL_TO_PASS"]["failure"]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gymfleet.envs.swe import upstream
-from gymfleet.envs.swe.grading import grade_log, parse_status_map, resolve_case
+from gymfleet.envs.swe import grading
+from gymfleet.envs.swe.grading import grade_log, grade_output, parse_status_map, resolve_case
 
 START = "+ : '>>>>> Start Test Output'"
 END = "+ : '>>>>> End Test Output'"
@@ -43,6 +44,22 @@ def test_skipped_pass_to_pass_is_maintained() -> None:
     grade = grade_log(text, ["tests/t.py::test_fix"], ["tests/t.py::test_old"], pytest_parser())
     assert grade.resolved
     assert grade.tests_status.PASS_TO_PASS["success"] == ["tests/t.py::test_old"]
+
+
+def test_a_pass_to_pass_test_skipped_without_its_id_fails_as_in_swebench() -> None:
+    # pytest -rA names a skipped test only as `SKIPPED [N] file:line: reason`: swebench (4.1.0 and
+    # 5.0.2) finds no id and fails it. Before, gymfleet counted it as maintained, so a patch that
+    # broke a pass-to-pass test and made it skip at run time (pytest.skip() in the code under
+    # test) resolved; the JUnit report, which names it, must not supply the missing id either.
+    text = log("PASSED tests/t.py::test_fix", "SKIPPED [1] tests/t.py:9: hostile")
+    f2p, p2p = ["tests/t.py::test_fix"], ["tests/t.py::test_old"]
+    assert not upstream_resolved(pytest_parser()(text, None), f2p, p2p)
+    grade = grade_log(text, f2p, p2p, pytest_parser())
+    assert grade.graded and not grade.resolved
+    assert grade.tests_status.PASS_TO_PASS == {"success": [], "failure": p2p}
+    junit = {("tests.t", "test_fix"): ["PASSED"], ("tests.t", "test_old"): ["SKIPPED"]}
+    assert not grade_output(grading.test_output(text) or "", 0, f2p, p2p, pytest_parser(), junit=junit,
+                            require_junit=True).resolved
 
 
 # ---- fault 2: PASSED lines counted although the test command crashed ----------------------

@@ -5,6 +5,10 @@ rich would read as markup, an empty-patch run, an error on both sides, a differe
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +17,7 @@ from typer.testing import CliRunner
 from gymfleet.cli import app
 from gymfleet.envs.swe import patch as scripts
 from gymfleet.envs.swe import upstream
+from gymfleet.envs.swe.graded_patch import graded_patch
 from gymfleet.envs.swe.grading import grade_output
 from gymfleet.envs.swe.instances import load_instances
 from gymfleet.envs.swe.junit import parse_junit
@@ -93,3 +98,89 @@ def test_compare_end_to_end(tmp_path: Path) -> None:
     assert PUBLISHED in result.output
     assert differ["dropped-1"]["swebench"] == "not graded"
     assert "different patch" in differ["dropped-1"]["reasons"][0]
+
+
+# sphinx's pre-install edits (swebench's spec: `sed -i 's/Jinja2>=2.3/Jinja2<3.0/' setup.py`) are
+# already in the instance's tree; a prediction written against the base commit that makes them
+# again, beside its fix, is reverse-applied whole by swebench's third apply command
+SETUP = "setup(install_requires=[\n    'Jinja2>=2.3',\n    'docutils',\n])\n"
+FIX_BASE = "def width():\n    return 1\n"
+PREDICTION = """\
+diff --git a/setup.py b/setup.py
+--- a/setup.py
++++ b/setup.py
+@@ -1,4 +1,4 @@
+ setup(install_requires=[
+-    'Jinja2>=2.3',
++    'Jinja2<3.0',
+     'docutils',
+ ])
+diff --git a/sphinx/util.py b/sphinx/util.py
+--- a/sphinx/util.py
++++ b/sphinx/util.py
+@@ -1,2 +1,2 @@
+ def width():
+-    return 1
++    return 2
+"""
+
+
+def _sphinx_like_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "testbed"
+    (repo / "sphinx").mkdir(parents=True)
+    (repo / "setup.py").write_text(SETUP)
+    (repo / "sphinx/util.py").write_text(FIX_BASE)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    subprocess.run(["sed", "-i", "s/Jinja2>=2.3/Jinja2<3.0/", str(repo / "setup.py")], check=True)
+    subprocess.run([*git, "commit", "-qam", "pre-install"], check=True)  # the image's start commit
+    return repo
+
+
+def _apply(script: str, repo: Path, patch: str) -> str:
+    (repo.parent / "p.diff").write_text(patch)
+    script = (script.replace(scripts.REPO_DIR, str(repo))
+              .replace(scripts.PATCH_PATH, str(repo.parent / "p.diff"))
+              .replace(scripts.WRITTEN_STAMP, str(repo.parent / "stamp")))
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60).stdout
+
+
+def test_a_prediction_that_remakes_the_pre_install_edits_is_reverse_applied_officially(tmp_path: Path) -> None:
+    c = upstream.constants()
+    repo = _sphinx_like_repo(tmp_path)
+    out = _apply(scripts.official_apply_script(), repo, PREDICTION)
+    # git apply fails, --reject applies the fix and leaves it, `patch --batch` then finds every
+    # hunk "previously applied" and reverses it: "applied", with the fix and the pin both undone
+    assert c.APPLY_PATCH_PASS in out, out
+    assert (repo / "sphinx/util.py").read_text() == FIX_BASE, out
+    assert "Jinja2>=2.3" in (repo / "setup.py").read_text(), out
+    # hardened: setup.py's block is dropped, the fix alone applies and stays
+    repo = _sphinx_like_repo(tmp_path / "hardened")
+    kept = graded_patch(PREDICTION, set())
+    assert kept.dropped == ("setup.py",)
+    out = _apply(scripts.apply_script(), repo, kept.patch)
+    assert c.APPLY_PATCH_PASS in out and "return 2" in (repo / "sphinx/util.py").read_text(), out
+    assert "Jinja2<3.0" in (repo / "setup.py").read_text()
+
+
+def test_a_reset_between_attempts_writes_only_what_the_attempt_changed(tmp_path: Path) -> None:
+    # an image's checkout has an index with stale stat data: a copy has new inodes. Before, the
+    # reset after git apply failed rewrote every tracked file, and hardened grading called the
+    # patch's apply a writer of files it does not name (CodeR's psf__requests-863: unresolved)
+    built = _sphinx_like_repo(tmp_path)
+    repo = tmp_path / "copy" / "testbed"
+    shutil.copytree(built, repo, symlinks=True)
+    for path in repo.rglob("*"):  # the image's files are older than the apply's stamp
+        os.utime(path, (time.time() - 3600, time.time() - 3600), follow_symlinks=False)
+    fuzzy = PREDICTION.split("diff --git a/sphinx")[1].replace(" def width():", " def width(x):")
+    out = _apply(scripts.apply_script(), repo, "diff --git a/sphinx" + fuzzy)
+    assert upstream.constants().APPLY_PATCH_PASS in out and "return 2" in (repo / "sphinx/util.py").read_text(), out
+    listed = subprocess.run(["bash", "-c", scripts.written_files_command()
+                             .replace(scripts.REPO_DIR, str(repo))
+                             .replace(scripts.WRITTEN_STAMP, str(repo.parent / "stamp"))],
+                            capture_output=True, text=True, timeout=60).stdout
+    written = [p for p in scripts.parse_written_files(listed)
+               if not p.startswith(".git/") and not p.endswith((".orig", ".rej"))]  # as the harness
+    assert written == ["sphinx/util.py"], written
