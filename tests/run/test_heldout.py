@@ -150,6 +150,28 @@ def test_the_default_config_holds_out_instances_it_never_trains_on() -> None:
         assert len(ids) * cfg.heldout.samples_per_instance >= 32, "n per family below 32: the SE is too wide"
 
 
+def test_the_default_config_trains_and_holds_out_several_miniwob_tasks() -> None:
+    """Issue 47: the browser family is several MiniWoB tasks (click-test-2 alone saturated the warm
+    start), each trained on some page seeds and held out on others, and the warm start's first
+    ``max_instances_per_task`` demonstrations cover every one of them."""
+    cfg = load_train_config(Path(__file__).resolve().parents[2] / "configs" / "train-default.yaml")
+    miniwob = next(t for t in cfg.run.tasks if t.name == "miniwob")
+
+    def by_task(ids: list[str]) -> dict[str, set[int]]:
+        seeds: dict[str, set[int]] = {}
+        for i in ids:
+            name, _, seed = i.partition("@")
+            seeds.setdefault(name, set()).add(int(seed))
+        return seeds
+
+    trained, held = by_task(miniwob.instances or []), by_task(cfg.heldout.instances["miniwob"])
+    assert len(trained) >= 3 and "click-test-2" not in trained
+    assert set(held) == set(trained)
+    assert all(not trained[t] & held[t] for t in trained), "a held-out page seed is trained on"
+    warm = (miniwob.instances or [])[:cfg.warmstart.max_instances_per_task]
+    assert set(by_task(warm)) == set(trained), "the warm start leaves a MiniWoB task out"
+
+
 async def test_the_default_config_resolves_its_instances() -> None:
     """The easy tier's ids and MiniWoB's seeded ids are accepted; every held-out one stays out."""
     from gymfleet.envs.terminal.easy import heldout_ids
