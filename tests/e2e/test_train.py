@@ -69,10 +69,13 @@ def _assert_tensorboard_matches(tmp_path: Path) -> None:
     assert [(e.step, e.value) for e in acc.Scalars("learner/loss")] == [
         (r["step"], pytest.approx(r["loss"])) for r in rows if r["event"] == "step"] != []
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    firsts = [m for i, m in enumerate(metrics) if all(m["completed"] > n["completed"] for n in metrics[:i])]
-    rewarded = [m for m in firsts if m["tasks"]["echo"]["mean_reward"] is not None]  # one point per step
+    # x = rollouts completed less those aborted at the stop (requeued; RolloutAxis), one point per x
+    xs = [m["completed"] - sum((t.get("by_status") or {}).get("aborted", 0) for t in m["tasks"].values())
+          for m in metrics]
+    firsts = [(x, m) for i, (x, m) in enumerate(zip(xs, metrics)) if all(x > y for y in xs[:i])]
+    rewarded = [(x, m) for x, m in firsts if m["tasks"]["echo"]["mean_reward"] is not None]
     assert [(e.step, e.value) for e in acc.Scalars("tasks/echo/mean_reward")] == [
-        (m["completed"], pytest.approx(m["tasks"]["echo"]["mean_reward"])) for m in rewarded]
+        (x, pytest.approx(m["tasks"]["echo"]["mean_reward"])) for x, m in rewarded]
     assert len(rewarded) >= 1 and acc.Scalars("rollouts/completed")[-1].value == metrics[-1]["completed"]
 
 

@@ -22,7 +22,7 @@ PROMPT = [1, 2, 3, 4]
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen[bytes], str]]]:
     """Two `gymfleet serve` processes (thawed, then stopped, at the end)."""
     with serve_replicas(tmp_path_factory.mktemp("freeze"), [[], []]) as served:
         yield served
@@ -60,7 +60,7 @@ async def test_a_frozen_replica_stays_in_the_ring_and_answers_when_thawed(pair: 
 
 async def test_with_every_replica_frozen_a_request_waits_for_one(pair: list[tuple[str, Any]]) -> None:
     router, engines = _router(pair)
-    pids = [proc.pid for _, proc in pair]
+    pids = [proc.pid for _, proc, _ in pair]
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:

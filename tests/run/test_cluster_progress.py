@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import re
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from rich.console import Console
 from gymfleet.orchestrator.store import GroupSpec, TrajectoryStore
 from gymfleet.run.cluster import progress_lines
 from gymfleet.run.config import load_train_config
+from gymfleet.trainer.step_log import STEPS_FILE, StepRow, write_row
 from tests.e2e.train_helpers import tiny_train_config
 from tests.orchestrator.store.conftest import make_trajectory
 
@@ -40,7 +40,10 @@ async def test_the_cluster_prints_the_local_runs_progress_line_every_interval(tm
     cfg = load_train_config(tiny_train_config(tmp_path, "prog"))
     await _fill(cfg.run.store)
     (tmp_path / "report").mkdir()
-    (tmp_path / "report" / "learner.jsonl").write_text(json.dumps({"event": "step", "t": time.time(), "step": 4}) + "\n")
+    row = StepRow(step=4, loss=0.0, masked_fraction=0.0, mean_ratio=1.0, kl=0.0, n_tokens=1, n_groups=1,
+                  mean_reward=0.5, t=time.time())
+    with (tmp_path / "report" / STEPS_FILE).open("w") as log:
+        write_row(log, row)
     out = io.StringIO()
     ticker = asyncio.create_task(progress_lines(cfg, Console(file=out, width=200), time.monotonic(), 0.2))
     while out.getvalue().count("\n") < 2 and not ticker.done():

@@ -109,7 +109,7 @@ async def test_training_vs_untrained_on_held_out_words(tmp_path: Path) -> None:
     after = await evaluate(task, heldout, tmp_path, name="trained", adapter=latest.url, samples_per_instance=4)
     print(f"\nSayWord held-out mean reward: untrained {before.mean_reward:.3f} (n={before.n_rollouts}), "
           f"after {STEPS} steps {after.mean_reward:.3f} (n={after.n_rollouts}); "
-          f"training reward by step {[round(s['mean_reward'], 3) for s in outcome.report.steps]}")
+          f"training reward by step {[round(s.mean_reward, 3) for s in outcome.report.steps]}")
     assert before.n_rollouts == after.n_rollouts == 4 * len(heldout)
     assert 0.0 <= before.mean_reward <= 1.0 and 0.0 <= after.mean_reward <= 1.0
     assert after.mean_reward > before.mean_reward
