@@ -111,6 +111,10 @@ class RankGroup:
 
         self.spec = spec
         self._dist = dist
+        if spec.backend == "nccl":
+            # nccl's object collectives and barriers run on the current device: one GPU per rank
+            # (rank r's on one machine, the only one a Ray actor sees), as the learner's device
+            torch.cuda.set_device(spec.rank % max(1, torch.cuda.device_count()))
         try:
             dist.init_process_group(spec.backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
                                     rank=spec.rank, world_size=spec.world_size,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gymfleet.trainer.data_parallel import RankGroup, RankSpec
@@ -161,8 +161,59 @@ def _counter(value: Any) -> Any:
     return add
 
 
+class FollowerRank(Protocol):
+    """A started follower rank (a ``multiprocessing.Process``, or a Ray actor's handle)."""
+
+    def is_alive(self) -> bool:
+        """Whether the rank still runs (checked before rank 0 tells the ranks to exit)."""
+        ...
+
+    def join(self, timeout: float | None = None) -> None:
+        """Waits up to ``timeout`` seconds for the rank to exit (after rank 0 sent None)."""
+        ...
+
+    def kill(self) -> None:
+        """Ends the rank at once (it did not exit in time)."""
+        ...
+
+
+class RankLauncher(Protocol):
+    """Starts ranks 1..world_size-1 of the learner's data-parallel group: :class:`SpawnedRanks`
+    (processes on this machine, the default) or ``gymfleet train --cluster``'s Ray actors
+    (:class:`gymfleet.run.ray_ranks.RayRanks`)."""
+
+    def master_addr(self) -> str:
+        """The address the other ranks reach rank 0's rendezvous at (called on rank 0)."""
+        ...
+
+    def start(self, args: WorkerArgs, spec: RankSpec) -> list[FollowerRank]:
+        """Starts every follower rank of ``spec`` (ranks 1..``spec.world_size``-1, each running
+        :func:`follower_process` with ``spec`` at its rank); called on rank 0 once it resumed,
+        before it joins the group."""
+        ...
+
+
+class SpawnedRanks:
+    """Follower ranks as spawned processes on this machine (``learner.rank<N>.pid`` in the
+    report folder)."""
+
+    def master_addr(self) -> str:
+        return "127.0.0.1"
+
+    def start(self, args: WorkerArgs, spec: RankSpec) -> list[FollowerRank]:
+        ctx = mp.get_context("spawn")
+        followers: list[FollowerRank] = []
+        for rank in range(1, spec.world_size):
+            proc = ctx.Process(target=follower_process, args=(args, replace(spec, rank=rank)),
+                               name=f"gymfleet-learner-rank{rank}")
+            proc.start()
+            (Path(args.report_dir) / f"learner.rank{rank}.pid").write_text(str(proc.pid))
+            followers.append(proc)
+        return followers
+
+
 async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
-                on_step: Callable[[StepRow], None] | None = None) -> None:
+                on_step: Callable[[StepRow], None] | None = None, ranks: RankLauncher | None = None) -> None:
     """The learner's loop: resumes from the bucket, then claims, trains and publishes until
     ``args.max_steps`` or ``stop``; every step is a line of ``learner.jsonl``. Sets this
     process's torch threads to ``args.n_threads`` first (when given).
@@ -172,8 +223,12 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         attempts: a ``multiprocessing.Value('i')`` counting steps that claimed groups.
         wanted: a ``multiprocessing.Value('i')`` counting groups the refill asked for (None: not shared).
         on_step: called with each step's row (what ``learner.jsonl`` gets).
+        ranks: how the follower ranks start when ``learner.world_size`` > 1 (None:
+            :class:`SpawnedRanks`).
 
     Raises:
+        RankLostError: a rank was lost: the step failed, nothing of it was published, and the
+            run's seat was given up, so a new ``learn`` (here or in a rerun) resumes at once.
         BucketError: nothing committed in the bucket loads (see :meth:`Learner.resume`).
         StoreError: the store cannot be opened or read.
     """
@@ -195,11 +250,16 @@ async def learn(args: WorkerArgs, stop: Any, attempts: Any, wanted: Any = None,
         learner = Learner(config, args.policy, source, AdapterBucket(args.bucket_url, args.run_id), claimer=claimer,
                           on_refill=_counter(wanted), should_stop=stop.is_set)
         resumed = await learner.resume()
-        ranks, followers = _start_ranks(args, learner) if config.world_size > 1 else (None, [])
         try:
-            await _loop(args, learner, source, resumed, released, stop, attempts, on_step)
-        finally:
-            _stop_ranks(ranks, followers)
+            group, followers = _start_ranks(args, learner, ranks or SpawnedRanks()) if config.world_size > 1 \
+                else (None, [])
+            try:
+                await _loop(args, learner, source, resumed, released, stop, attempts, on_step)
+            finally:
+                _stop_ranks(group, followers)
+        except RankLostError:
+            await source.leave_seat()  # rank 0 lives on and stops training: the next learner need not wait
+            raise
         await source.leave_seat()  # a successor on another host need not wait out the seat
 
 
@@ -238,9 +298,9 @@ async def _loop(args: WorkerArgs, learner: Learner, source: Any, resumed: bool, 
         write_row(out, EndRow(time.time(), learner.step, learner.version, idle_s))
 
 
-def _start_ranks(args: WorkerArgs, learner: Learner) -> tuple[RankGroup, list[Any]]:
-    """Spawns ranks 1..world_size-1 on this machine and joins them as rank 0 (after the resume:
-    they get its weights, optimiser state and step).
+def _start_ranks(args: WorkerArgs, learner: Learner, launcher: RankLauncher) -> tuple[RankGroup, list[FollowerRank]]:
+    """Starts ranks 1..world_size-1 through ``launcher`` and joins them as rank 0 (after the
+    resume: they get its weights, optimiser state and step).
 
     Raises:
         RankLostError: the ranks did not all join within ``learner.dist_timeout_s``.
@@ -248,17 +308,16 @@ def _start_ranks(args: WorkerArgs, learner: Learner) -> tuple[RankGroup, list[An
     from gymfleet.trainer.data_parallel import RankGroup, RankSpec, free_port, resolve_backend
 
     config = args.learner
-    spec = RankSpec(0, config.world_size, "127.0.0.1", free_port(), resolve_backend(config.dist_backend, learner.device),
+    host = launcher.master_addr()
+    spec = RankSpec(0, config.world_size, host, free_port(host), resolve_backend(config.dist_backend, learner.device),
                     config.dist_timeout_s)
-    ctx = mp.get_context("spawn")
-    followers = []
-    for rank in range(1, config.world_size):
-        proc = ctx.Process(target=follower_process, args=(args, replace(spec, rank=rank)),
-                           name=f"gymfleet-learner-rank{rank}")
-        proc.start()
-        (Path(args.report_dir) / f"learner.rank{rank}.pid").write_text(str(proc.pid))
-        followers.append(proc)
-    ranks = RankGroup(spec)
+    followers = launcher.start(args, spec)
+    try:
+        ranks = RankGroup(spec)
+    except BaseException:
+        for follower in followers:
+            follower.kill()
+        raise
     try:
         learner.join_ranks(ranks)
     except BaseException:
@@ -267,7 +326,7 @@ def _start_ranks(args: WorkerArgs, learner: Learner) -> tuple[RankGroup, list[An
     return ranks, followers
 
 
-def _stop_ranks(ranks: RankGroup | None, followers: list[Any]) -> None:
+def _stop_ranks(ranks: RankGroup | None, followers: list[FollowerRank]) -> None:
     """Tells the follower ranks to exit (when the group still answers), waits a little, kills
     what is left and leaves the group."""
     from gymfleet.trainer.errors import RankLostError
@@ -309,7 +368,8 @@ def follower_process(args: WorkerArgs, spec: RankSpec) -> None:
         torch.set_num_threads(args.n_threads)
     config = args.learner
     if spec.backend == "nccl" and config.device in ("auto", "cuda"):
-        config = config.model_copy(update={"device": f"cuda:{spec.rank}"})
+        # one GPU per rank: rank r's on one machine; the only one a Ray actor sees (Ray sets CUDA_VISIBLE_DEVICES)
+        config = config.model_copy(update={"device": f"cuda:{spec.rank % max(1, torch.cuda.device_count())}"})
     learner = Learner(config, args.policy, NoGroupSource(), AdapterBucket(args.bucket_url, args.run_id),
                       claimer=f"rank-{spec.rank}")
     ranks = RankGroup(spec)

@@ -7,10 +7,14 @@
 * **Inference replicas** (``cluster.replicas_per_shard`` per shard; 0: none, each shard runs
   ``policy.engines`` itself): embedded replicas (``gymfleet serve``'s app) on nodes offering
   ``cluster.replica_resources`` (and ``cluster.replica_gpus`` GPUs), each serving one shard's
-  router over HTTP; they copy each adapter version from the bucket themselves.
+  router over HTTP; they copy each adapter version from the bucket themselves. Their admin
+  routes (load, unload) are on a port of their own and ask for a token made for the run
+  (:mod:`gymfleet.run.ray_replica`).
 * **The learner**: ``gymfleet learn``'s loop, on a node offering ``cluster.learner_resources``
   (and ``cluster.learner_gpus`` GPUs), started, watched and stopped through a
-  :class:`RayLearner` (a :class:`~gymfleet.run.learner.LearnerHandle`).
+  :class:`RayLearner` (a :class:`~gymfleet.run.learner.LearnerHandle`). With
+  ``learner.world_size`` > 1 each data-parallel rank is an actor of its own, all in one
+  placement group (:mod:`gymfleet.run.ray_learner`).
 
 This is the GRPO stage's :class:`RayPlacement`; the job's other stages (warm start, held-out
 evaluation, report and verdict) run on this machine, the launcher, as for ``gymfleet train``
@@ -41,77 +45,20 @@ from gymfleet.core.errors import ConfigError, GymfleetError, TrainError
 from gymfleet.orchestrator import RunConfig, RunStatus, TrajectoryStore
 from gymfleet.run.config import ClusterConfig, TrainConfig
 from gymfleet.run.display import PLAIN_INTERVAL_S, summary_line
-from gymfleet.run.learner import EXIT_WAIT_S, LearnerHandle
 from gymfleet.run.placement import GrpoOutcome
+from gymfleet.run.ray_learner import RayLearner
 from gymfleet.run.heldout import HeldOutEvaluation
-from gymfleet.run.ray_roles import (
-    LearnerRole, ReplicaRole, ShardRole, StageRole, replica_engine, shard_policy_engines)
+from gymfleet.run.ray_replica import ReplicaRole, admin_token, replica_engine, replica_ports, shard_policy_engines
+from gymfleet.run.ray_roles import ShardRole, StageRole
 from gymfleet.run.records import ClusterSection, GenerationTimeline, ReplicaStats, ShardResult
 from gymfleet.run.warmstart import WarmStartOutcome, describe
-from gymfleet.trainer import AdapterBucket, EndRow, StepRow, WorkerArgs, last_row
+from gymfleet.trainer import AdapterBucket, StepRow, last_row
 
 if TYPE_CHECKING:
     from ray import ObjectRef
     from ray.actor import ActorHandle
 
 log = logging.getLogger(__name__)
-
-
-class RayLearner(LearnerHandle):
-    """The learner as a Ray actor (:class:`~gymfleet.run.ray_roles.LearnerRole`), restarted by Ray.
-
-    Args:
-        ray: the ``ray`` module, initialised.
-        options: the actor's ``.options()`` (name, resources, restarts).
-
-    Attributes:
-        end: the learner's last ``end`` event of learner.jsonl, once :meth:`wait` returned.
-    """
-
-    def __init__(self, args: WorkerArgs, ray: ModuleType, options: dict[str, object]) -> None:
-        super().__init__(args)
-        self.ray = ray
-        self.options = options
-        self.actor: ActorHandle | None = None
-        self.ref: ObjectRef | None = None
-        self.end: EndRow | None = None
-
-    def start(self) -> None:
-        self.actor = self.ray.remote(LearnerRole).options(**self.options).remote(self.args)
-        self.ref = self.actor.run.remote()
-
-    def alive(self) -> bool:
-        if self.ref is None:
-            return False
-        done, _ = self.ray.wait([self.ref], timeout=0)
-        return not done
-
-    def stop(self) -> None:
-        super().stop()
-        if self.actor is not None:
-            self.actor.stop.remote()  # it finishes its step and publishes what it trained
-
-    async def wait(self, timeout_s: float = EXIT_WAIT_S) -> int | None:
-        """As :meth:`LearnerHandle.wait`; a learner still running after ``timeout_s`` is killed.
-
-        Raises:
-            TrainError: the learner failed for good (after Ray's restarts).
-        """
-        if self.ref is None:
-            return None
-        self.stop()
-        try:
-            self.end = await asyncio.to_thread(self.ray.get, self.ref, timeout=timeout_s)
-        except self.ray.exceptions.GetTimeoutError:
-            self.kill()
-        except self.ray.exceptions.RayError as exc:
-            raise TrainError(f"the learner failed after {self.options.get('max_restarts')} restarts: {exc}") from exc
-        return None
-
-    def kill(self) -> None:
-        """Ends the actor for good (no restart)."""
-        if self.actor is not None:
-            self.ray.kill(self.actor, no_restart=True)
 
 
 class RayPlacement:
@@ -199,17 +146,20 @@ class RayPlacement:
         check_resources(ray.cluster_resources(), cl)
         restarts = {"max_restarts": cl.max_restarts, "max_task_retries": -1, "max_concurrency": 2}
         replicas, shard_configs = await asyncio.to_thread(_place_replicas, ray, run, cl, restarts)
-        learner = RayLearner(cfg.worker_args(report_dir=str(Path(cfg.report_dir).resolve())), ray, {
-            "name": f"gymfleet-learner-{run.run_id}", "num_cpus": cl.learner_cpus * cfg.learner.world_size,
-            "num_gpus": cl.learner_gpus * cfg.learner.world_size,  # its data-parallel ranks run on its node
-            "resources": cl.learner_resources, **restarts})
+        try:
+            learner = await asyncio.to_thread(RayLearner.place, ray, cfg, restarts)
+        except ConfigError:
+            for replica in replicas:
+                ray.kill(replica, no_restart=True)
+            raise
         local_dir = str(Path(cfg.report_dir).resolve() / "adapters")
         shards = [ray.remote(ShardRole).options(
             name=f"gymfleet-shard-{run.run_id}-{i}", num_cpus=cl.shard_cpus, resources=cl.shard_resources,
             **restarts).remote(shard_configs[i], cfg.bucket, i, local_dir, fetch_remote=not replicas)
             for i in range(cl.shards)]
         console.print(f"run {run.run_id} on Ray ({len(self.hosts)} host(s), {len(ray.nodes())} node(s)): "
-                      f"{cl.shards} shard(s), {len(replicas)} replica actor(s), 1 learner", markup=False, highlight=False)
+                      f"{cl.shards} shard(s), {len(replicas)} replica actor(s), 1 learner"
+                      f"{f' ({cfg.learner.world_size} rank actors)' if cfg.learner.world_size > 1 else ''}", markup=False, highlight=False)
         shard_runs = [s.run.remote() for s in shards]
         learner.start()
         ticker = asyncio.create_task(progress_lines(cfg, console, t0, progress_every_s or PLAIN_INTERVAL_S))
@@ -343,13 +293,13 @@ def _place_replicas(ray: ModuleType, run: RunConfig, cl: ClusterConfig,
     there are replicas, else the run's own)."""
     if not cl.replicas_per_shard:
         return [], [run.model_dump(mode="json")] * cl.shards
-    n = cl.shards * cl.replicas_per_shard
+    n, token = cl.shards * cl.replicas_per_shard, admin_token()
     replicas = [ray.remote(ReplicaRole).options(
         name=f"gymfleet-replica-{run.run_id}-{j}", num_cpus=cl.replica_cpus, num_gpus=cl.replica_gpus,
         resources=cl.replica_resources, max_restarts=restarts["max_restarts"], max_task_retries=-1).remote(
-        replica_engine(run, cl, j), cl.replica_port + j if cl.replica_port else 0) for j in range(n)]
+        replica_engine(run, cl, j), *replica_ports(cl, j, n), token) for j in range(n)]
     try:
-        urls = ray.get([r.address.remote() for r in replicas], timeout=600)
+        addresses = ray.get([r.address.remote() for r in replicas], timeout=600)
     except (ray.exceptions.RayError, RuntimeError) as exc:
         for replica in replicas:
             ray.kill(replica, no_restart=True)
@@ -358,7 +308,7 @@ def _place_replicas(ray: ModuleType, run: RunConfig, cl: ClusterConfig,
     for i in range(cl.shards):
         first = i * cl.replicas_per_shard
         policy = run.policy.model_dump(mode="json") | {
-            "engines": shard_policy_engines(urls[first:first + cl.replicas_per_shard], first)}
+            "engines": shard_policy_engines(addresses[first:first + cl.replicas_per_shard], first, token)}
         configs.append(run.model_dump(mode="json") | {"policy": policy})
     return replicas, configs
 

@@ -5,7 +5,7 @@ kind, which the job's stages never see:
 
 * :class:`ProcessLearner`: a ``multiprocessing`` spawn child of this process (``gymfleet train``);
 * :class:`ThreadLearner`: a thread of this process (``gymfleet learn``, the learner on its own);
-* ``RayLearner`` (:mod:`gymfleet.run.cluster`): a Ray actor (``gymfleet train --cluster``).
+* ``RayLearner`` (:mod:`gymfleet.run.ray_learner`): a Ray actor, one per data-parallel rank (``gymfleet train --cluster``).
 
 Stopping is the same request everywhere: the learner finishes its step, publishes what it
 trained and exits. The handle also counts what lock-step training waits on (steps that claimed

@@ -1,31 +1,30 @@
 """The Ray actors of ``gymfleet train --cluster`` (:mod:`gymfleet.run.cluster` places them):
-an orchestrator shard, an embedded inference replica, the learner, and the stages around GRPO
-(warm start, held-out evaluation)."""
+an orchestrator shard, the learner, and the stages around GRPO (warm start, held-out
+evaluation). The inference replica's actor is in :mod:`gymfleet.run.ray_replica`, the learner's
+follower ranks' in :mod:`gymfleet.run.ray_learner`."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing as mp
 import os
-import shutil
-import socket
-import tempfile
 import threading
-import time
 from pathlib import Path
 
 from pydantic import JsonValue
 from rich.console import Console
 
-from gymfleet.core.errors import ConfigError
-from gymfleet.orchestrator import RunConfig, TransformersEngineConfig, VLLMEngineConfig, RunOutcome
+from gymfleet.orchestrator import RunConfig, RunOutcome
 from gymfleet.run.collection import collect
-from gymfleet.run.config import ClusterConfig, TrainConfig
+from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
 from gymfleet.run.heldout import HeldOutEvaluation, heldout_stage
-from gymfleet.run.records import ReplicaStats, ShardResult
+from gymfleet.run.records import ShardResult
 from gymfleet.run.warmstart import WarmStartOutcome, warm_start_if_new
-from gymfleet.trainer import AdapterBucket, EndRow, WorkerArgs, last_row, learn
+from gymfleet.trainer import AdapterBucket, EndRow, RankLauncher, RankLostError, WorkerArgs, last_row, learn
+
+log = logging.getLogger(__name__)
 
 
 class ShardRole:
@@ -69,98 +68,40 @@ async def _collect_shard(shard: ShardRole) -> ShardResult:
                        list(follower.loads))
 
 
-SERVED_MODEL = "base"
-"""The base model's name on the replica actors (requests' ``model`` without an adapter)."""
-
-
-class ReplicaRole:
-    """A Ray actor: one embedded inference replica serving HTTP on its node's address
-    (``gymfleet serve``'s app, :func:`~gymfleet.orchestrator.engines.server.build_app`).
-
-    Adapters given as URLs are copied from the bucket into a folder of the replica's own, so the
-    replica needs no file system shared with its shard. Listening starts in ``__init__`` (again
-    after a restart); :meth:`address` says where once the server is up.
-    """
-
-    def __init__(self, engine: dict[str, JsonValue], port: int = 0) -> None:
-        import ray
-        import uvicorn
-
-        from gymfleet.orchestrator import build_app, TransformersEngine
-
-        config = TransformersEngineConfig.model_validate(engine)
-        host = ray.util.get_node_ip_address()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        self.url = f"http://{host}:{sock.getsockname()[1]}"
-        self._engine = TransformersEngine(config)
-        cache = Path(tempfile.gettempdir()) / f"gymfleet-{config.name}-adapters-{sock.getsockname()[1]}"
-        shutil.rmtree(cache, ignore_errors=True)  # what an earlier start on this port left
-        app = build_app(self._engine, SERVED_MODEL, adapter_cache=cache)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name=f"replica-{config.name}")
-        self._thread.start()
-
-    def address(self, timeout_s: float = 120.0) -> str:
-        """The replica's base URL (``http://IP:PORT``), once it accepts requests.
-
-        Raises:
-            RuntimeError: the server stopped, or did not start within ``timeout_s`` seconds.
-        """
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"replica {self.url} did not start")
-            time.sleep(0.05)
-        return self.url
-
-    def stats(self) -> ReplicaStats:
-        """What this replica did since its (re)start, and the adapters it holds now."""
-        return ReplicaStats(self.url, self._engine.stats.n_generated_tokens, self._engine.stats.n_forward_passes,
-                            sorted(self._engine.adapters))
-
-
-def replica_engine(run: RunConfig, cl: ClusterConfig, index: int) -> dict[str, JsonValue]:
-    """The engine config of replica actor ``index``: the run's first ``kind: transformers``
-    engine (or the default one), named ``replica-<index>``, with ``cluster.replica_cpus`` threads
-    unless it sets its own.
-
-    Raises:
-        ConfigError: ``policy.engines`` lists engines of another kind (vLLM replicas are not
-            placed as actors: launch them per shard, or list running ones).
-    """
-    others = [e.kind for e in run.policy.engines if not isinstance(e, TransformersEngineConfig)]
-    if others:
-        raise ConfigError(f"cluster.replicas_per_shard places embedded replicas, but policy.engines lists "
-                          f"{', '.join(sorted(set(others)))} engines: set cluster.replicas_per_shard: 0 (each "
-                          "shard then uses policy.engines itself), or list only kind: transformers engines")
-    engines = [e for e in run.policy.engines if isinstance(e, TransformersEngineConfig)]
-    base = engines[0] if engines else TransformersEngineConfig(source=run.policy.model)
-    return base.model_copy(update={"name": f"replica-{index}",
-                                   "n_threads": base.n_threads or max(1, int(cl.replica_cpus))}).model_dump(mode="json")
-
-
-def shard_policy_engines(urls: list[str], first: int) -> list[dict[str, JsonValue]]:
-    """A shard's ``policy.engines`` when it uses replica actors: each URL as an HTTP replica
-    (``kind: vllm``, the API gymfleet serve speaks) that copies adapters from the bucket itself."""
-    return [VLLMEngineConfig(base_url=url, model=SERVED_MODEL, name=f"replica-{first + i}",
-                             replica_reads_urls=True).model_dump(mode="json", exclude_defaults=True)
-            | {"kind": "vllm"} for i, url in enumerate(urls)]
-
-
 class LearnerRole:
-    """A Ray actor: the run's learner (``gymfleet learn``'s loop). Threaded (``max_concurrency=2``)."""
+    """A Ray actor: the run's learner (``gymfleet learn``'s loop), rank 0 when
+    ``learner.world_size`` > 1, its follower ranks actors of their own
+    (:class:`~gymfleet.run.ray_ranks.RayRanks`). Threaded (``max_concurrency=2``).
 
-    def __init__(self, args: WorkerArgs) -> None:
+    Args:
+        args: the learner's settings.
+        ranks: how its follower ranks start (None: one rank, or spawned processes beside it).
+        rank_retries: times the learner starts again, from the last published version, after a
+            lost rank failed its step (``RankLostError``); one more loss fails the actor's call.
+    """
+
+    def __init__(self, args: WorkerArgs, ranks: RankLauncher | None = None, rank_retries: int = 0) -> None:
         self.args = args
+        self.ranks = ranks
+        self.rank_retries = rank_retries
         self._stop = threading.Event()
 
     def run(self) -> EndRow | None:
-        """Trains until the budget or :meth:`stop`; returns the last ``end`` row of learner.jsonl."""
+        """Trains until the budget or :meth:`stop`; returns the last ``end`` row of learner.jsonl.
+
+        Raises:
+            RankLostError: a rank was lost more than ``rank_retries`` times.
+        """
         Path(self.args.report_dir).mkdir(parents=True, exist_ok=True)
-        asyncio.run(learn(self.args, self._stop, mp.Value("i", 0)))
+        for attempt in range(self.rank_retries + 1):
+            try:
+                asyncio.run(learn(self.args, self._stop, mp.Value("i", 0), ranks=self.ranks))
+                break
+            except RankLostError as exc:
+                if attempt == self.rank_retries or self._stop.is_set():
+                    raise
+                log.warning("learner rank lost (%s); starting the learner again from the last published version "
+                            "(retry %d of %d)", exc, attempt + 1, self.rank_retries)
         return last_row(Path(self.args.report_dir), EndRow)
 
     def stop(self) -> None:

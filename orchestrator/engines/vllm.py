@@ -98,7 +98,11 @@ class VLLMEngineConfig(StrictModel):
     admin_socket: str | None = None
     """The replica's admin listener, a unix-domain socket path on this machine (``gymfleet serve
     --admin-socket``): adapter load/unload requests go there, everything else to ``base_url``.
-    None: all requests to ``base_url`` (a vLLM server, a cluster's replica actors)."""
+    None: all requests to ``base_url`` (a vLLM server), or to ``admin_url``."""
+    admin_url: str | None = None
+    """The replica's admin listener over TCP (``train --cluster``'s replica actors: a port of its
+    own that asks for ``admin_token``): adapter load/unload requests go there, everything else to
+    ``base_url``. None: see ``admin_socket``."""
     replica_reads_urls: bool = False
     """The replica copies an adapter given as an fsspec URL from the bucket itself (``gymfleet
     serve`` replicas made with an adapter cache, such as ``train --cluster``'s replica actors; vLLM
@@ -127,6 +131,8 @@ class VLLMEngineConfig(StrictModel):
         if self.launch and self.admin_socket:
             raise ValueError("admin_socket is a gymfleet serve replica's (--admin-socket); launched vLLM servers "
                              "take admin requests on their port: drop admin_socket")
+        if self.admin_url and (self.admin_socket or self.launch):
+            raise ValueError("admin_url is a replica actor's admin listener: drop admin_socket / launch")
         if self.replica_reads_urls and self.adapter_dir:
             raise ValueError("replica_reads_urls: the replica copies adapters itself; drop adapter_dir")
         return self
@@ -161,6 +167,9 @@ class VLLMEngine:
             self._admin_client = httpx.AsyncClient(
                 base_url="http://replica-admin", timeout=timeout, headers=headers,
                 transport=transport or httpx.AsyncHTTPTransport(uds=config.admin_socket))
+        elif config.admin_url:
+            self._admin_client = httpx.AsyncClient(base_url=config.admin_url, timeout=timeout, headers=headers,
+                                                   transport=transport)
 
     async def __aenter__(self) -> VLLMEngine:
         return self

@@ -207,7 +207,7 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
 
 def test_replica_actors_serve_the_runs_embedded_engine_and_refuse_other_kinds() -> None:
     from gymfleet.orchestrator.config import RunConfig
-    from gymfleet.run.ray_roles import replica_engine, shard_policy_engines
+    from gymfleet.run.ray_replica import replica_engine, shard_policy_engines
     from gymfleet.run.config import ClusterConfig
 
     tasks = [{"env_id": "gymfleet/Terminal-v0"}]
@@ -217,10 +217,13 @@ def test_replica_actors_serve_the_runs_embedded_engine_and_refuse_other_kinds() 
     assert engine["name"] == "replica-5" and engine["max_batch_size"] == 3 and engine["n_threads"] == 2
     # A shard's policy: the replicas' URLs as HTTP replicas that copy adapters themselves.
     shard = RunConfig.model_validate({"run_id": "r", "tasks": tasks, "policy": {
-        "engines": shard_policy_engines(["http://10.0.0.7:8100"], 2), "parity": {"enabled": False}}})
+        "engines": shard_policy_engines([("http://10.0.0.7:8100", "http://10.0.0.7:8101")], 2, "tok"),
+        "parity": {"enabled": False}}})
     (replica,) = shard.policy.engines
     assert (replica.kind, replica.base_url, replica.name, replica.replica_reads_urls) == (
         "vllm", "http://10.0.0.7:8100", "replica-2", True)
+    # load/unload go to the replica's admin listener, with the run's token (not the dumped mask)
+    assert replica.admin_url == "http://10.0.0.7:8101" and replica.admin_token.get_secret_value() == "tok"
     vllm = RunConfig.model_validate({"run_id": "r", "tasks": tasks, "policy": {
         "engines": [{"kind": "vllm", "base_url": "http://h:8000", "model": "m"}]}})
     with pytest.raises(ConfigError, match="replicas_per_shard: 0"):
