@@ -84,7 +84,7 @@ def _rank(args: argparse.Namespace, spec, model_dir: str, out: mp.Queue) -> None
             times.append(time.perf_counter() - t0)
     n_total = sum(p.numel() for p in learner.model.parameters())
     n_lora = sum(p.numel() for p in learner.weights.trainable())
-    peak = torch.cuda.max_memory_allocated() if device.startswith("cuda") else _peak_rss_bytes()
+    peak = torch.cuda.max_memory_allocated(torch.device(device)) if device.startswith("cuda") else _peak_rss_bytes()
     publish_s = None
     if spec is None or spec.rank == 0:  # one publish of the version (weights, optimiser state, manifest)
         with tempfile.TemporaryDirectory() as tmp:
