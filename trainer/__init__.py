@@ -14,7 +14,7 @@ _EXPORTS = {
     "AdapterBucket": ".bucket", "Bucket": ".bucket", "PublishedAdapter": ".bucket", "BucketError": ".errors", "BucketCorruptError": ".errors",
     "RankLostError": ".errors", "GroupSource": ".signal", "Learner": ".learner", "LearnerConfig": ".learner",
     "StepMetrics": ".learner", "RolloutPolicy": ".rollout_policy", "StoreGroupSource": ".source", "PID_FILE": ".worker", "STEPS_FILE": ".step_log", "EXIT_REFUSED": ".worker",
-    "WorkerArgs": ".worker", "learn": ".worker", "RankLauncher": ".worker", "FollowerRank": ".worker",
+    "WorkerArgs": ".worker", "learn": ".worker", "RankLauncher": ".data_parallel", "FollowerRank": ".data_parallel",
     "SpawnedRanks": ".worker", "follower_process": ".worker", "RankSpec": ".data_parallel", "learner_process": ".worker", "SFTConfig": ".sft",
     "SFTReport": ".sft", "warm_start": ".sft", "demonstration_loss": ".sft",
     "AdapterCard": ".model_card", "export_version": ".model_card",

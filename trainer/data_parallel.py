@@ -26,7 +26,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -91,6 +91,39 @@ def shard_batch(batch: TrainBatch, rank: int, world_size: int) -> TrainBatch:
 def _rows(batch: TrainBatch, rows: torch.Tensor) -> TrainBatch:
     return TrainBatch(batch.input_ids[rows], batch.attention_mask[rows], batch.loss_mask[rows],
                       batch.behaviour_logp[rows], batch.advantages[rows], batch.rewards[rows])
+
+
+class FollowerRank(Protocol):
+    """A started follower rank (a ``multiprocessing.Process``, or a Ray actor's handle)."""
+
+    def is_alive(self) -> bool:
+        """Whether the rank still runs (checked before rank 0 tells the ranks to exit)."""
+        ...
+
+    def join(self, timeout: float | None = None) -> None:
+        """Waits up to ``timeout`` seconds for the rank to exit (after rank 0 sent None)."""
+        ...
+
+    def kill(self) -> None:
+        """Ends the rank at once (it did not exit in time)."""
+        ...
+
+
+class RankLauncher(Protocol):
+    """Starts ranks 1..world_size-1 of the learner's data-parallel group:
+    :class:`~gymfleet.trainer.worker.SpawnedRanks` (processes on this machine, the default) or
+    ``gymfleet train --cluster``'s Ray actors (:class:`gymfleet.run.ray_learner.RayRanks`)."""
+
+    def master_addr(self) -> str:
+        """The address the other ranks reach rank 0's rendezvous at (called on rank 0)."""
+        ...
+
+    def start(self, args: Any, spec: RankSpec) -> list[FollowerRank]:
+        """Starts every follower rank of ``spec`` (ranks 1..``spec.world_size``-1, each running
+        :func:`~gymfleet.trainer.worker.follower_process` with ``args``, the learner's
+        ``WorkerArgs`` (typed Any: this module does not import the worker), and ``spec`` at its
+        rank); called on rank 0 once it resumed, before it joins the group."""
+        ...
 
 
 class RankGroup:

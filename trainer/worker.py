@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gymfleet.trainer.data_parallel import RankGroup, RankSpec
+    from gymfleet.trainer.data_parallel import FollowerRank, RankGroup, RankLauncher, RankSpec
     from gymfleet.trainer.learner import Learner, LearnerConfig
     from gymfleet.trainer.rollout_policy import RolloutPolicy
 
@@ -159,38 +159,6 @@ def _counter(value: Any) -> Any:
         with value.get_lock():
             value.value += n
     return add
-
-
-class FollowerRank(Protocol):
-    """A started follower rank (a ``multiprocessing.Process``, or a Ray actor's handle)."""
-
-    def is_alive(self) -> bool:
-        """Whether the rank still runs (checked before rank 0 tells the ranks to exit)."""
-        ...
-
-    def join(self, timeout: float | None = None) -> None:
-        """Waits up to ``timeout`` seconds for the rank to exit (after rank 0 sent None)."""
-        ...
-
-    def kill(self) -> None:
-        """Ends the rank at once (it did not exit in time)."""
-        ...
-
-
-class RankLauncher(Protocol):
-    """Starts ranks 1..world_size-1 of the learner's data-parallel group: :class:`SpawnedRanks`
-    (processes on this machine, the default) or ``gymfleet train --cluster``'s Ray actors
-    (:class:`gymfleet.run.ray_ranks.RayRanks`)."""
-
-    def master_addr(self) -> str:
-        """The address the other ranks reach rank 0's rendezvous at (called on rank 0)."""
-        ...
-
-    def start(self, args: WorkerArgs, spec: RankSpec) -> list[FollowerRank]:
-        """Starts every follower rank of ``spec`` (ranks 1..``spec.world_size``-1, each running
-        :func:`follower_process` with ``spec`` at its rank); called on rank 0 once it resumed,
-        before it joins the group."""
-        ...
 
 
 class SpawnedRanks:

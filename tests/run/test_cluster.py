@@ -35,9 +35,21 @@ def test_a_local_bucket_or_sqlite_store_is_refused_on_several_hosts() -> None:
 
 def pids(title: str) -> set[int]:
     """PIDs of the processes whose command line holds ``title`` (Ray names an actor's worker
-    process ``ray::<Class>...``)."""
+    process ``ray::<Class>...``) and that descend from this test process (its cluster's raylets
+    start them): another cluster on the same machine is not this test's."""
     found = subprocess.run(["pgrep", "-f", title], capture_output=True, text=True)
-    return {int(p) for p in found.stdout.split()}
+    return {int(p) for p in found.stdout.split() if _descends_from_me(int(p))}
+
+
+def _descends_from_me(pid: int) -> bool:
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
 
 
 @pytest.mark.model
