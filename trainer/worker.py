@@ -7,8 +7,9 @@ on it), a counter of groups a step asked for beyond its first claim (dynamic sam
 sync mode lets that many more groups start), and ``learner.jsonl`` in the report folder (one line per step, read by the report).
 
 With ``learner.world_size`` > 1 this process is rank 0 of a data-parallel group
-(:mod:`gymfleet.trainer.data_parallel`): it spawns the other ranks (:func:`follower_process`, on
-this machine; ``learner.rank<N>.pid`` and ``learner.rank<N>.log`` in the report folder), claims,
+(:mod:`gymfleet.trainer.data_parallel`): it starts the other ranks (:func:`follower_process`)
+through a ``RankLauncher`` (:class:`SpawnedRanks` on this machine, or Ray actors under ``train
+--cluster``; ``learner.rank<N>.pid`` and ``learner.rank<N>.log`` in the report folder), claims,
 deals each step's batch to them, publishes and acks. A rank lost mid-step fails the step and
 this process (``RankLostError``) before anything it trained is published.
 """
