@@ -195,6 +195,7 @@ class HarnessEnv(AgentEnv):
         loop = asyncio.get_running_loop()
         bridge = SandboxBridge(self.task, loop, self.config.command_timeout_s)
         done: asyncio.Future[str] = loop.create_future()
+        done.add_done_callback(_retrieve)  # a rollout cancelled (Ctrl-C, abort) no longer awaits it
         thread = threading.Thread(target=_run_in_thread, args=(self.harness_fn, task, base_url, bridge, loop, done),
                                   name=f"harness-{self.config.harness}", daemon=True)
         thread.start()
@@ -243,6 +244,14 @@ def _instruction(instance: Any, first_observation: str) -> str:
     CLI agent brings its own tools and format, so gymfleet's turn-format notes are left out."""
     text = getattr(getattr(instance, "config", None), "instruction", None) or getattr(instance, "instruction", None)
     return str(text) if text else first_observation
+
+
+def _retrieve(done: asyncio.Future[str]) -> None:
+    """Marks the harness's outcome as seen: when the rollout was cancelled before the harness
+    thread settled it, nobody awaits it, and asyncio would print "Future exception was never
+    retrieved" with the thread's :class:`HarnessStopped` traceback at exit."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _run_in_thread(fn: Any, task: str, base_url: str, bridge: SandboxBridge,

@@ -49,6 +49,10 @@ async def test_the_harness_configs_warm_start_plays_gold_through_mini_swe_agent_
     # a GRPO step on a group of this harness episode (reward 1) and a failed one (reward 0)
     failed = copy.deepcopy(demo)
     failed.rollout_id, failed.reward = failed.rollout_id + "-b", 0.0
+    # its last 3 target tokens off the mask: two identical samples with advantages +1 and -1 have a
+    # gradient of exactly 0 when each is its own micro-batch (the config's micro_batch_size is 1)
+    failed.loss_mask = failed.loss_mask.copy()
+    failed.loss_mask[failed.loss_mask.nonzero()[0][-3:]] = 0
     batch = collate([[demo, failed]], cfg.learner.max_tokens)
     assert batch.advantages.tolist() == pytest.approx([1.0, -1.0], abs=1e-3)
     learner = Learner(cfg.learner.model_copy(update={"lora_rank": 1}), cfg.rollout_policy(), MemoryGroupSource({}),
@@ -57,5 +61,5 @@ async def test_the_harness_configs_warm_start_plays_gold_through_mini_swe_agent_
     metrics = learner.train_batch(batch, 1)
     after = [p for p in learner.model.parameters() if p.requires_grad]
     assert torch.isfinite(torch.tensor(metrics.loss)) and metrics.grad_norm > 0
-    assert metrics.n_tokens == 2 * demo.n_generated_tokens
+    assert metrics.n_tokens == demo.n_generated_tokens + failed.n_generated_tokens == 2 * demo.n_generated_tokens - 3
     assert any(not torch.equal(a, b) for a, b in zip(after, before))
