@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gymfleet.envs.harness.cli_agents import AGENT_STATE, CODEX, PROXY_PORT, CliAgent
+from gymfleet.envs.harness.cli_agents import AGENT_STATE, CLAUDE_CODE, CODEX, PROXY_PORT, CliAgent
 from gymfleet.envs.harness.env import HarnessEnv
-from gymfleet.envs.harness.harnesses import exec_command_reply, gold_replies, noop_replies
+from gymfleet.envs.harness.harnesses import claude_bash_reply, exec_command_reply, gold_replies, noop_replies
 from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.harness_rollout import HarnessRollout
 from gymfleet.orchestrator.http.forcing import ScriptedRepliesEngine
@@ -135,6 +135,83 @@ async def test_codex_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smol
         assert env.task._episode is None  # type: ignore[attr-defined]
 
 
+def assert_token_exact(tokenizer: Any, traj: Any, engine: RecordingEngine, replies: list[str]) -> None:
+    """Every captured call continues the one before, and the trained tokens are what was sampled."""
+    forced = [tokenizer.encode(r, add_special_tokens=False) + [tokenizer.eos_token_id] for r in replies]
+    assert traj.metrics["calls"] == len(replies) == len(engine.prompts)
+    assert traj.metrics["continued"] == len(replies) - 1
+    for prompt, completion, later in zip(engine.prompts, forced, [*engine.prompts[1:], traj.token_ids.tolist()]):
+        assert later[: len(prompt) + len(completion)] == prompt + completion
+    assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
+
+
+def claude_tool_outputs(transcript: str) -> str:
+    """The tool results in Claude Code's stream-json transcript, joined."""
+    said = []
+    for line in Path(transcript).read_text().splitlines():
+        event = json.loads(line)
+        if event.get("type") == "user":
+            for block in event["message"].get("content", []):
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    content = block.get("content")
+                    said.append(content if isinstance(content, str) else json.dumps(content))
+    return "\n".join(said)
+
+
+async def test_claude_code_terminal_gold_1_noop_0_token_exact_and_only_its_session(
+        docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path) -> None:
+    gold = gold_replies("claude", make_env(tmp_path, "claude").gold_policy(TASK).actions)  # type: ignore[attr-defined]
+    scripted = ScriptedRepliesEngine(smollm_tokenizer)
+    engine = RecordingEngine(scripted)
+    registry = SessionRegistry(Gateway(smollm_tokenizer, engine))
+    other = registry.open("another-rollout")
+    async with HttpGateway(registry) as server:
+        port = server.url.rsplit(":", 1)[1]
+        escapes = [  # the policy, through Claude Code's own Bash tool, tries every other way out
+            f"curl -sS -m 5 -o /dev/null -w 'other=%{{http_code}}\\n' -X POST -d '{{}}' "
+            f"http://127.0.0.1:{PROXY_PORT}/s/{other.token}/v1/messages",
+            f"curl -sS -m 5 http://127.0.0.1:{port}/ 2>&1 | head -c 200; echo host-gateway-done",
+            "curl -sS -m 5 http://1.1.1.1/ 2>&1 | head -c 200; echo internet-done",
+        ]
+        for i, (replies, reward) in enumerate(((
+                [claude_bash_reply(c) for c in escapes] + gold, 1.0), (noop_replies("claude"), 0.0))):
+            env = make_env(tmp_path, "claude")
+            engine.prompts.clear()
+            request = RolloutRequest("run", "g", f"g/0/{i}", "gymfleet/Harness-v0", TASK, rollout_timeout_s=240)
+            scripted.script(request.rollout_id, list(replies))
+            traj = await HarnessRollout(request, lambda: env, registry, server).run()
+            assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
+            assert traj.metrics["agent_exit_code"] == 0 and env.task._episode is None  # type: ignore[attr-defined]
+            assert_token_exact(smollm_tokenizer, traj, engine, list(replies))
+            if reward == 1.0:
+                said = claude_tool_outputs(traj.metrics["agent_transcript"])
+                assert traj.metrics["agent_refused"] == 1 and "other=404" in said  # another session's URL
+                assert f"Failed to connect to 127.0.0.1 port {port}" in said and "host-gateway-done" in said
+                assert "Failed to connect to 1.1.1.1 port 80" in said and "internet-done" in said
+    assert other.counts["calls"] == 0
+
+
+async def test_claude_code_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any,
+                                                          tmp_path: Path) -> None:
+    def harbor() -> HarnessEnv:
+        return HarnessEnv(harness="claude", task_env="gymfleet/Harbor-v0", grading_reserve_s=30,
+                          task_kwargs={"sandbox": "docker", "task_ids": ["harbor-hello"]})
+
+    gold = gold_replies("claude", harbor().gold_policy("harbor-hello").actions)  # type: ignore[attr-defined]
+    for i, (replies, reward) in enumerate(((gold, 1.0), (noop_replies("claude"), 0.0))):
+        env = harbor()
+        scripted = ScriptedRepliesEngine(smollm_tokenizer)
+        engine = RecordingEngine(scripted)
+        registry = SessionRegistry(Gateway(smollm_tokenizer, engine))
+        request = RolloutRequest("run", "g", f"g/0/{i}", "gymfleet/Harness-v0", "harbor-hello", rollout_timeout_s=240)
+        scripted.script(request.rollout_id, list(replies))
+        async with HttpGateway(registry) as server:
+            traj = await HarnessRollout(request, lambda: env, registry, server).run()
+        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
+        assert traj.metrics["agent_exit_code"] == 0 and env.task._episode is None  # type: ignore[attr-defined]
+        assert_token_exact(smollm_tokenizer, traj, engine, list(replies))
+
+
 def fake_agent(script: str) -> CliAgent:
     """A CLI agent that is a bash script (its settings file), for the failure cases."""
     return CliAgent(name="fake", package="", version="0", platforms={}, binary="", triples={},
@@ -175,3 +252,8 @@ async def test_a_bad_agent_is_classified_and_its_sandbox_released(
 def test_codex_is_pinned_and_speaks_responses() -> None:
     assert (CODEX.version, CODEX.dialect) == ("0.171.0", "openai-responses")
     assert CODEX.npm_spec("x86_64") == "@openai/codex@0.171.0-linux-x64"
+
+
+def test_claude_code_is_pinned_and_speaks_messages() -> None:
+    assert (CLAUDE_CODE.version, CLAUDE_CODE.dialect) == ("2.1.332", "anthropic-messages")
+    assert CLAUDE_CODE.npm_spec("x86_64") == "@anthropic-ai/claude-code-linux-x64@2.1.332"
