@@ -169,7 +169,9 @@ CODEX = CliAgent(
 def _opencode_settings(config: CliAgentConfig) -> dict[str, str]:
     # opencode's documented opencode.json (opencode.ai/docs/config): a custom provider through the
     # bundled @ai-sdk/openai-compatible (Chat Completions), no autoupdate or sharing, every tool
-    # allowed except web fetches (the sandbox has no network), and no title agent (its extra call
+    # allowed, on paths outside the working folder too (its external_directory check otherwise
+    # rejects a Harbor gold's /solution in a run without a user to ask), except web fetches (the
+    # sandbox has no network), and no title agent (its extra call
     # per session would be sampled and trained on as if it were the episode).
     allow = config.permission_mode or "allow"
     settings: dict[str, object] = {
@@ -178,7 +180,7 @@ def _opencode_settings(config: CliAgentConfig) -> dict[str, str]:
         "provider": {"gymfleet": {"npm": "@ai-sdk/openai-compatible", "name": "gymfleet",
                                   "options": {"baseURL": f"http://127.0.0.1:{PROXY_PORT}/v1", "apiKey": "gymfleet"},
                                   "models": {config.model: {"name": config.model}}}},
-        "permission": {"edit": allow, "bash": allow, "webfetch": "deny"},
+        "permission": {"edit": allow, "bash": allow, "external_directory": allow, "webfetch": "deny"},
         "agent": {"title": {"disable": True}},
     }
     if config.instructions not in (None, BUILTIN):

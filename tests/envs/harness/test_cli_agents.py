@@ -1,12 +1,11 @@
-"""Command-line agents in Docker sandboxes (Harness-v0, ``harness: codex``): the real Codex CLI
-from npm, installed into the terminal task image, with gold forced through the gateway earns 1
-(after its attempts to reach anything but its own session failed), a no-op 0, every call
-token-exact; fake agents (bash scripts) crash, hang and flood, each classified with the sandbox
-released."""
+"""Command-line agents in Docker sandboxes (Harness-v0): the real Codex CLI, opencode and Claude
+Code from npm, each installed into the terminal task image and into a Harbor example's image. With
+gold forced through the gateway each earns 1 (on the terminal task after its attempts to reach
+anything but its own session failed), a no-op 0, every call token-exact; fake agents (bash scripts)
+crash, hang and flood, each classified with the sandbox released."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from gymfleet.envs.harness.cli_agents import AGENT_STATE, CLAUDE_CODE, CODEX, PROXY_PORT, CliAgent
 from gymfleet.envs.harness.env import HarnessEnv
-from gymfleet.envs.harness.harnesses import claude_bash_reply, exec_command_reply, gold_replies, noop_replies
+from gymfleet.envs.harness.harnesses import REPLY_FORMATS, gold_replies, noop_replies
 from gymfleet.orchestrator.gateway import Gateway
 from gymfleet.orchestrator.harness_rollout import HarnessRollout
 from gymfleet.orchestrator.http.forcing import ScriptedRepliesEngine
@@ -46,95 +45,6 @@ async def play(tokenizer: Any, env: HarnessEnv, replies: list[str],
     return rollout, engine, registry
 
 
-async def test_codex_gold_earns_1_token_exact_and_reaches_only_its_session(
-        docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path) -> None:
-    env = make_env(tmp_path)
-    gold = gold_replies("codex", env.gold_policy(TASK).actions)  # type: ignore[attr-defined]
-    scripted = ScriptedRepliesEngine(smollm_tokenizer)
-    engine = RecordingEngine(scripted)
-    registry = SessionRegistry(Gateway(smollm_tokenizer, engine))
-    other = registry.open("another-rollout")
-    request = RolloutRequest("run", "g", "g/0/0", "gymfleet/Harness-v0", TASK, rollout_timeout_s=240)
-    async with HttpGateway(registry) as server:
-        port = server.url.rsplit(":", 1)[1]
-        escapes = [  # the policy, through Codex's own tool, tries every other way out
-            f"curl -sS -m 5 -o /dev/null -w 'other=%{{http_code}}\\n' -X POST -d '{{}}' "
-            f"http://127.0.0.1:{PROXY_PORT}/s/{other.token}/v1/responses",
-            f"curl -sS -m 5 http://127.0.0.1:{port}/ 2>&1 | head -c 200; echo host-gateway-done",
-            "curl -sS -m 5 http://1.1.1.1/ 2>&1 | head -c 200; echo internet-done",
-        ]
-        replies = [exec_command_reply(c) for c in escapes] + gold
-        scripted.script(request.rollout_id, replies)
-        rollout = HarnessRollout(request, lambda: env, registry, server)
-        await rollout.run()
-    traj = rollout.trajectories[-1]
-    assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", 1.0), traj.reason
-    assert traj.metrics["agent_exit_code"] == 0 and traj.metrics["agent_refused"] == 1  # the other session's 404
-    assert traj.metrics["calls"] == len(replies) == len(engine.prompts) and traj.metrics["continued"] == len(replies) - 1
-    ids = traj.token_ids.tolist()
-    forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in replies]
-    for prompt, completion, later in zip(engine.prompts, forced, [*engine.prompts[1:], ids]):
-        assert later[: len(prompt) + len(completion)] == prompt + completion  # every call bit-exact
-    assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
-    assert other.counts["calls"] == 0  # the other session saw nothing
-    events = [json.loads(line) for line in Path(traj.metrics["agent_transcript"]).read_text().splitlines()]
-    outputs = {e["item"]["command"]: e["item"]["aggregated_output"] for e in events
-               if e.get("type") == "item.completed" and e["item"].get("type") == "command_execution"}
-    said = "\n".join(outputs.values())
-    assert "other=404" in said
-    # the gateway's own port on loopback is the sandbox's loopback (nothing there), and no route leads out
-    assert f"Failed to connect to 127.0.0.1 port {port}" in said and "host-gateway-done" in said
-    assert "Failed to connect to 1.1.1.1 port 80" in said and "internet-done" in said
-    assert any("echo apple >> notes.txt" in command for command in outputs)
-    assert env.task._episode is None  # type: ignore[attr-defined]  # the sandbox was released
-
-
-async def test_codex_noop_earns_0(docker_available: bool, terminal_image: str, smollm_tokenizer: Any,
-                                  tmp_path: Path) -> None:
-    rollout, engine, _ = await play(smollm_tokenizer, make_env(tmp_path), noop_replies("codex"))
-    traj = rollout.trajectories[-1]
-    assert (traj.status.value, traj.reward, traj.metrics["agent_exit_code"]) == ("ok", 0.0, 0)
-    assert traj.metrics["calls"] == len(engine.prompts) == 1
-
-
-async def test_opencode_gold_earns_1_token_exact_noop_0(docker_available: bool, terminal_image: str,
-                                                        smollm_tokenizer: Any, tmp_path: Path) -> None:
-    gold = gold_replies("opencode", make_env(tmp_path, "opencode").gold_policy(TASK).actions)  # type: ignore[attr-defined]
-    for replies, reward in ((gold, 1.0), (noop_replies("opencode"), 0.0)):
-        env = make_env(tmp_path, "opencode")
-        rollout, engine, _ = await play(smollm_tokenizer, env, list(replies))
-        traj = rollout.trajectories[-1]
-        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
-        assert traj.metrics["calls"] == len(replies) == len(engine.prompts)
-        assert traj.metrics["continued"] == len(replies) - 1 and traj.metrics["agent_exit_code"] == 0
-        forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in replies]
-        assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
-        for prompt, completion, later in zip(engine.prompts, forced, [*engine.prompts[1:], traj.token_ids.tolist()]):
-            assert later[: len(prompt) + len(completion)] == prompt + completion
-        assert env.task._episode is None  # type: ignore[attr-defined]
-
-
-async def test_codex_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any,
-                                                    tmp_path: Path) -> None:
-    def harbor() -> HarnessEnv:
-        return HarnessEnv(harness="codex", task_env="gymfleet/Harbor-v0", grading_reserve_s=30,
-                          task_kwargs={"sandbox": "docker", "task_ids": ["harbor-hello"]})
-
-    env = harbor()
-    gold = gold_replies("codex", env.gold_policy("harbor-hello").actions)  # type: ignore[attr-defined]
-    for replies, reward in ((gold, 1.0), (noop_replies("codex"), 0.0)):
-        env = harbor()
-        scripted = ScriptedRepliesEngine(smollm_tokenizer)
-        registry = SessionRegistry(Gateway(smollm_tokenizer, scripted))
-        request = RolloutRequest("run", "g", "g/0/0", "gymfleet/Harness-v0", "harbor-hello", rollout_timeout_s=240)
-        scripted.script(request.rollout_id, replies)
-        async with HttpGateway(registry) as server:
-            traj = await HarnessRollout(request, lambda: env, registry, server).run()
-        assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
-        assert traj.metrics["calls"] == len(replies) and traj.metrics["agent_exit_code"] == 0
-        assert env.task._episode is None  # type: ignore[attr-defined]
-
-
 def assert_token_exact(tokenizer: Any, traj: Any, engine: RecordingEngine, replies: list[str]) -> None:
     """Every captured call continues the one before, and the trained tokens are what was sampled."""
     forced = [tokenizer.encode(r, add_special_tokens=False) + [tokenizer.eos_token_id] for r in replies]
@@ -145,37 +55,25 @@ def assert_token_exact(tokenizer: Any, traj: Any, engine: RecordingEngine, repli
     assert traj.token_ids[traj.loss_mask == 1].tolist() == [t for c in forced for t in c]
 
 
-def claude_tool_outputs(transcript: str) -> str:
-    """The tool results in Claude Code's stream-json transcript, joined."""
-    said = []
-    for line in Path(transcript).read_text().splitlines():
-        event = json.loads(line)
-        if event.get("type") == "user":
-            for block in event["message"].get("content", []):
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    content = block.get("content")
-                    said.append(content if isinstance(content, str) else json.dumps(content))
-    return "\n".join(said)
-
-
-async def test_claude_code_terminal_gold_1_noop_0_token_exact_and_only_its_session(
-        docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path) -> None:
-    gold = gold_replies("claude", make_env(tmp_path, "claude").gold_policy(TASK).actions)  # type: ignore[attr-defined]
+@pytest.mark.parametrize("harness", ["codex", "opencode", "claude"])
+async def test_on_the_terminal_task_gold_1_noop_0_token_exact_and_only_its_session(
+        docker_available: bool, terminal_image: str, smollm_tokenizer: Any, tmp_path: Path, harness: str) -> None:
+    gold = gold_replies(harness, make_env(tmp_path, harness).gold_policy(TASK).actions)  # type: ignore[attr-defined]
     scripted = ScriptedRepliesEngine(smollm_tokenizer)
     engine = RecordingEngine(scripted)
     registry = SessionRegistry(Gateway(smollm_tokenizer, engine))
     other = registry.open("another-rollout")
     async with HttpGateway(registry) as server:
         port = server.url.rsplit(":", 1)[1]
-        escapes = [  # the policy, through Claude Code's own Bash tool, tries every other way out
+        escapes = [  # the policy, through the agent's own shell tool, tries every other way out
             f"curl -sS -m 5 -o /dev/null -w 'other=%{{http_code}}\\n' -X POST -d '{{}}' "
             f"http://127.0.0.1:{PROXY_PORT}/s/{other.token}/v1/messages",
             f"curl -sS -m 5 http://127.0.0.1:{port}/ 2>&1 | head -c 200; echo host-gateway-done",
             "curl -sS -m 5 http://1.1.1.1/ 2>&1 | head -c 200; echo internet-done",
         ]
-        for i, (replies, reward) in enumerate(((
-                [claude_bash_reply(c) for c in escapes] + gold, 1.0), (noop_replies("claude"), 0.0))):
-            env = make_env(tmp_path, "claude")
+        plays = (([REPLY_FORMATS[harness](c) for c in escapes] + gold, 1.0), (noop_replies(harness), 0.0))
+        for i, (replies, reward) in enumerate(plays):
+            env = make_env(tmp_path / str(i), harness)
             engine.prompts.clear()
             request = RolloutRequest("run", "g", f"g/0/{i}", "gymfleet/Harness-v0", TASK, rollout_timeout_s=240)
             scripted.script(request.rollout_id, list(replies))
@@ -183,22 +81,25 @@ async def test_claude_code_terminal_gold_1_noop_0_token_exact_and_only_its_sessi
             assert (traj.status.value, traj.reason, traj.reward) == ("ok", "", reward), traj.reason
             assert traj.metrics["agent_exit_code"] == 0 and env.task._episode is None  # type: ignore[attr-defined]
             assert_token_exact(smollm_tokenizer, traj, engine, list(replies))
-            if reward == 1.0:
-                said = claude_tool_outputs(traj.metrics["agent_transcript"])
+            if reward == 1.0:  # the agent's own transcript shows what its tool printed
+                said = Path(traj.metrics["agent_transcript"]).read_text()
                 assert traj.metrics["agent_refused"] == 1 and "other=404" in said  # another session's URL
+                # the gateway's port on loopback is the sandbox's own loopback (nothing there); no route out
                 assert f"Failed to connect to 127.0.0.1 port {port}" in said and "host-gateway-done" in said
                 assert "Failed to connect to 1.1.1.1 port 80" in said and "internet-done" in said
-    assert other.counts["calls"] == 0
+                assert "echo apple >> notes.txt" in said
+    assert other.counts["calls"] == 0  # the other session saw nothing
 
 
-async def test_claude_code_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any,
-                                                          tmp_path: Path) -> None:
+@pytest.mark.parametrize("harness", ["codex", "opencode", "claude"])
+async def test_on_a_harbor_task_gold_1_noop_0(docker_available: bool, smollm_tokenizer: Any, tmp_path: Path,
+                                              harness: str) -> None:
     def harbor() -> HarnessEnv:
-        return HarnessEnv(harness="claude", task_env="gymfleet/Harbor-v0", grading_reserve_s=30,
+        return HarnessEnv(harness=harness, task_env="gymfleet/Harbor-v0", grading_reserve_s=30,
                           task_kwargs={"sandbox": "docker", "task_ids": ["harbor-hello"]})
 
-    gold = gold_replies("claude", harbor().gold_policy("harbor-hello").actions)  # type: ignore[attr-defined]
-    for i, (replies, reward) in enumerate(((gold, 1.0), (noop_replies("claude"), 0.0))):
+    gold = gold_replies(harness, harbor().gold_policy("harbor-hello").actions)  # type: ignore[attr-defined]
+    for i, (replies, reward) in enumerate(((gold, 1.0), (noop_replies(harness), 0.0))):
         env = harbor()
         scripted = ScriptedRepliesEngine(smollm_tokenizer)
         engine = RecordingEngine(scripted)
