@@ -201,7 +201,12 @@ OPENCODE = CliAgent(
     env={"HOME": f"{AGENT_STATE}/home", "XDG_DATA_HOME": f"{AGENT_STATE}/data",
          "XDG_CACHE_HOME": f"{AGENT_STATE}/cache", "XDG_STATE_HOME": f"{AGENT_STATE}/state",
          "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
-         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "NO_COLOR": "1"},
+         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "NO_COLOR": "1",
+         # no default plugins (fetched from npm at start: with no network, ~20 s of start-up lost);
+         # no settings, CLAUDE.md or skills from the task's folder (the policy writes it); no file watcher
+         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+         "OPENCODE_DISABLE_CLAUDE_CODE": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+         "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1", "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1"},
 )
 """opencode: a Bun-compiled binary (glibc) in ``opencode-ai``'s platform packages, run as
 ``opencode run --format json`` (non-interactive, one JSON event per line)."""
