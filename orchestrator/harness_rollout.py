@@ -11,7 +11,9 @@ what happened                               status
 the harness ended (submitted, its limits)   ok (graded)
 deadline hit during the policy's command    truncated (graded)
 a call lost (engine failure, deadline,      infra_error (never trained on; the reason names
-client gone)                                the call)
+in-process harness's client gone)           the call)
+a CLI agent gone during a call (killed:     as the agent's exit says (cli_run.py): graded, and
+the policy's commands run where it runs)    trained on once a call was answered
 the harness crashed, hung outside a          infra_error
 command, or left its thread running
 reset/grading failed                        infra_error (sandbox) / env_error
@@ -92,7 +94,9 @@ class HarnessRollout:
             self.registry.close(session)
             if env is not None:
                 await _close(env, req.close_timeout_s)
-        self.trajectories = session.trajectories(req.run_id, req.group_id, req.env_id, req.instance_id) or [
+        in_sandbox = getattr(env, "cli_agent", None) is not None  # the policy can kill that client
+        self.trajectories = session.trajectories(req.run_id, req.group_id, req.env_id, req.instance_id,
+                                                 client_is_policy=in_sandbox) or [
             Trajectory(req.rollout_id, req.run_id, req.group_id, req.env_id, req.instance_id,
                        metrics=session.metrics())]
         for traj in self.trajectories:

@@ -25,6 +25,8 @@ AGENT_STATE = "/tmp/.gymfleet-agent"
 """Where an agent keeps its state during a rollout (its home, the instruction, its transcript)."""
 PROXY_PORT = 47113
 """The sandbox-local TCP port the session proxy listens on."""
+BUILTIN = "builtin"
+""":attr:`CliAgentConfig.instructions` that keeps the agent's own system prompt."""
 
 
 class CliAgentConfig(StrictModel):
@@ -42,9 +44,14 @@ class CliAgentConfig(StrictModel):
     version: str | None = None
     """The npm version to install; None: the version validated here (:data:`CLI_AGENTS`)."""
     instructions: str | None = None
-    """Replaces the agent's built-in system instructions (Codex: ``model_instructions_file``);
-    None keeps them. Codex's own are about 4,500 tokens: a small model with a short context, or a
-    slow CPU engine, may want a few lines instead."""
+    """Replaces the agent's system instructions (Codex: ``model_instructions_file``; opencode: its
+    build agent's prompt; Claude Code: ``--system-prompt``). None: the agent entry's default: Codex
+    and opencode keep their own (Codex's are about 4,500 tokens), Claude Code gets gymfleet's short
+    :data:`CLAUDE_INSTRUCTIONS` (its own prompt and tool list fill ~50 kB, more than SmolLM2-135M's
+    8,192-token context). :data:`BUILTIN` keeps the agent's own in every case."""
+    tools: list[str] | None = None
+    """Claude Code's built-in tools offered to the model (``--tools``); None: ``["Bash"]`` (the one
+    tool gold needs, and a short request); ``["default"]``: all of them. Other agents refuse it."""
     max_transcript_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """The agent's stdout (its JSON transcript) past this many bytes is a flood: it is cut and the
     rollout ends ``truncated``."""
@@ -68,6 +75,7 @@ class CliAgent:
         command: ``(config, binary, home) -> shell words`` before the instruction.
         home_env: the variable naming its home folder.
         env: fixed environment variables (no telemetry, no update check).
+        takes_tools: whether :attr:`CliAgentConfig.tools` applies.
     """
 
     name: str
@@ -82,6 +90,7 @@ class CliAgent:
     command: Callable[[CliAgentConfig, str], list[str]]
     home_env: str
     env: dict[str, str] = field(default_factory=dict)
+    takes_tools: bool = False
 
     def npm_spec(self, arch: str, version: str | None = None) -> str:
         """``name@version`` of the platform package for Docker architecture ``arch``.
@@ -135,7 +144,7 @@ enabled = false
 multi_agent = false
 goals = false
 """
-    if config.instructions is None:
+    if config.instructions in (None, BUILTIN):
         return {"config.toml": toml}
     top = f'model_instructions_file = "{AGENT_STATE}/home/instructions.md"\n'
     return {"config.toml": top + toml, "instructions.md": config.instructions}
@@ -160,7 +169,9 @@ CODEX = CliAgent(
 def _opencode_settings(config: CliAgentConfig) -> dict[str, str]:
     # opencode's documented opencode.json (opencode.ai/docs/config): a custom provider through the
     # bundled @ai-sdk/openai-compatible (Chat Completions), no autoupdate or sharing, every tool
-    # allowed except web fetches (the sandbox has no network), and no title agent (its extra call
+    # allowed, on paths outside the working folder too (its external_directory check otherwise
+    # rejects a Harbor gold's /solution in a run without a user to ask), except web fetches (the
+    # sandbox has no network), and no title agent (its extra call
     # per session would be sampled and trained on as if it were the episode).
     allow = config.permission_mode or "allow"
     settings: dict[str, object] = {
@@ -169,10 +180,10 @@ def _opencode_settings(config: CliAgentConfig) -> dict[str, str]:
         "provider": {"gymfleet": {"npm": "@ai-sdk/openai-compatible", "name": "gymfleet",
                                   "options": {"baseURL": f"http://127.0.0.1:{PROXY_PORT}/v1", "apiKey": "gymfleet"},
                                   "models": {config.model: {"name": config.model}}}},
-        "permission": {"edit": allow, "bash": allow, "webfetch": "deny"},
+        "permission": {"edit": allow, "bash": allow, "external_directory": allow, "webfetch": "deny"},
         "agent": {"title": {"disable": True}},
     }
-    if config.instructions is not None:
+    if config.instructions not in (None, BUILTIN):
         settings["agent"] = {"title": {"disable": True}, "build": {"prompt": config.instructions}}
     return {"opencode/opencode.json": json.dumps(settings, indent=2)}
 
@@ -190,10 +201,56 @@ OPENCODE = CliAgent(
     env={"HOME": f"{AGENT_STATE}/home", "XDG_DATA_HOME": f"{AGENT_STATE}/data",
          "XDG_CACHE_HOME": f"{AGENT_STATE}/cache", "XDG_STATE_HOME": f"{AGENT_STATE}/state",
          "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
-         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "NO_COLOR": "1"},
+         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "NO_COLOR": "1",
+         # no default plugins (fetched from npm at start: with no network, ~20 s of start-up lost);
+         # no settings, CLAUDE.md or skills from the task's folder (the policy writes it); no file watcher
+         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+         "OPENCODE_DISABLE_CLAUDE_CODE": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+         "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1", "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1"},
 )
 """opencode: a Bun-compiled binary (glibc) in ``opencode-ai``'s platform packages, run as
 ``opencode run --format json`` (non-interactive, one JSON event per line)."""
 
-CLI_AGENTS: dict[str, CliAgent] = {CODEX.name: CODEX, OPENCODE.name: OPENCODE}
+CLAUDE_INSTRUCTIONS = ("You are a coding agent working in a Linux shell. Solve the task with the Bash tool, "
+                       "one command per call. When the task is done, reply without a tool call.")
+"""Claude Code's system prompt unless :attr:`CliAgentConfig.instructions` says otherwise."""
+
+
+def _claude_settings(config: CliAgentConfig) -> dict[str, str]:
+    # Claude Code's documented settings.json (code.claude.com/docs/en/settings), the only settings
+    # source it reads here (--setting-sources ""): none from the task's folder, which the policy
+    # writes. No co-author lines, no cleanup of transcripts, no auto-updates.
+    settings = {"permissions": {"defaultMode": config.permission_mode or "bypassPermissions"},
+                "includeCoAuthoredBy": False, "autoUpdates": False, "cleanupPeriodDays": 1}
+    return {"settings.json": json.dumps(settings, indent=2)}
+
+
+def _claude_command(config: CliAgentConfig, binary: str) -> list[str]:
+    words = [binary, "--print", "--output-format", "stream-json", "--verbose", "--model", config.model,
+             "--max-turns", str(config.max_turns), "--permission-mode", config.permission_mode or "bypassPermissions",
+             "--settings", f"{AGENT_STATE}/home/settings.json", "--setting-sources", "", "--strict-mcp-config",
+             "--no-session-persistence", "--tools", ",".join(config.tools or ["Bash"])]
+    if config.instructions != BUILTIN:
+        words += ["--system-prompt", config.instructions or CLAUDE_INSTRUCTIONS]
+    return words
+
+
+CLAUDE_CODE = CliAgent(
+    name="claude", package="@anthropic-ai/claude-code-{platform}@{version}", version="2.1.332",
+    platforms={"x86_64": "linux-x64", "aarch64": "linux-arm64"},
+    binary="package/claude", triples={"linux-x64": "", "linux-arm64": ""},
+    dialect="anthropic-messages", default_permission_mode="bypassPermissions",
+    settings=_claude_settings, command=_claude_command, home_env="CLAUDE_CONFIG_DIR",
+    env={"HOME": f"{AGENT_STATE}/home", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PROXY_PORT}",
+         "ANTHROPIC_API_KEY": "gymfleet", "IS_SANDBOX": "1", "DISABLE_TELEMETRY": "1",
+         "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+         "NO_COLOR": "1"},
+    takes_tools=True,
+)
+"""Anthropic's Claude Code: a Bun-compiled binary (glibc) in ``@anthropic-ai/claude-code``'s platform
+packages (no Node needed), run as ``claude --print --output-format stream-json`` (non-interactive,
+one JSON event per line). ``IS_SANDBOX=1`` lets it bypass permissions as root (it refuses
+otherwise): the sandbox, not the agent, is the boundary."""
+
+CLI_AGENTS: dict[str, CliAgent] = {CODEX.name: CODEX, OPENCODE.name: OPENCODE, CLAUDE_CODE.name: CLAUDE_CODE}
 """The command-line agents by harness name."""

@@ -111,6 +111,8 @@ class HarnessEnv(AgentEnv):
         self.task = make_agent_env(task_env, resources, **self.config.task_kwargs)
         self.noop_action = self.task.noop_action  # type: ignore[misc]
         if self.cli_agent is not None:
+            if self.config.agent.tools is not None and not self.cli_agent.takes_tools:
+                raise ValueError(f"agent.tools is Claude Code's --tools; {harness} takes its tools from its settings")
             if not hasattr(self.task, "spec_hook"):
                 raise ValueError(f"{task_env} has no sandbox: the CLI agent {harness} needs a sandbox task")
             self.task.spec_hook = self._agent_spec  # type: ignore[attr-defined]

@@ -47,9 +47,15 @@ def bash_tool_reply(command: str) -> str:
                                                                      "description": "Run the command"}}) + "</tool_call>"
 
 
+def claude_bash_reply(command: str) -> str:
+    """A completion calling Claude Code's ``Bash`` tool (arguments ``command`` and ``description``)."""
+    return "<tool_call>" + json.dumps({"name": "Bash", "arguments": {"command": command,
+                                                                     "description": "Run the command"}}) + "</tool_call>"
+
+
 REPLY_FORMATS: dict[str, Callable[[str], str]] = {
     "mini-swe-agent": tool_call_reply, "mini-swe-agent-text": text_reply, "smolagents": tool_call_reply,
-    "codex": exec_command_reply, "opencode": bash_tool_reply}
+    "codex": exec_command_reply, "opencode": bash_tool_reply, "claude": claude_bash_reply}
 """How each harness's model writes one command (what a forced gold or no-op reply looks like)."""
 
 
@@ -76,7 +82,7 @@ def noop_replies(harness: str) -> list[str]:
 
 def submit_reply(harness: str) -> str:
     """The completion with which ``harness``'s model says it is done."""
-    if harness in ("codex", "opencode"):  # a reply without a tool call ends the turn; the CLI exits
+    if harness in ("codex", "opencode", "claude"):  # a reply without a tool call ends the turn; the CLI exits
         return "Done."
     if harness == "smolagents":  # its final_answer tool
         return "<tool_call>" + json.dumps({"name": "final_answer", "arguments": {"answer": "done"}}) + "</tool_call>"

@@ -34,9 +34,11 @@ def parse(body: dict[str, Any], cap: int) -> CallRequest:
 
 
 def _message(m: Any, where: str) -> list[WireMessage]:
-    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-        raise BadRequestError(f"{where}: a message needs role 'user' or 'assistant'")
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+        raise BadRequestError(f"{where}: a message needs role 'user', 'assistant' or 'system'")
     content = m.get("content")
+    if m["role"] == "system":  # Claude Code 2.1 sends its environment notes as a system turn mid-list
+        return [WireMessage("system", text_of(content, where))]
     if isinstance(content, str):
         return [WireMessage(m["role"], content)]
     if not isinstance(content, list):

@@ -9,8 +9,8 @@ Routes, ``<token>`` being a session's unguessable token (``SessionRegistry``)::
 Every error is answered in the dialect's own shape with its status (errors.py): a malformed body
 400, an unknown token 404, a closed session 409, a body over ``max_body_bytes`` 413, an engine
 failure 502, a call past ``call_timeout_s`` 504. A refused request changes no session; a call that
-fails after it was accepted, or whose client disconnects before the answer, is recorded on its
-session as lost. The server runs in the orchestrator's event loop (the sessions live there).
+fails after it was accepted is recorded on its session as lost, one whose client disconnects before
+the answer as abandoned (``tree.py`` says when each is trained on). The server runs in the orchestrator's event loop (the sessions live there).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ class HttpGateway:
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await work
-            session.lose(f"call {session.counts['calls']}: the client disconnected before the answer")
+            session.abandon(f"call {session.counts['calls']}: the client disconnected before the answer")
             raise BadRequestError("client disconnected")
         outcome = work.result()
         content, tool_calls = parse_completion(outcome.text, call.tools)

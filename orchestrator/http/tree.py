@@ -11,8 +11,12 @@ a continuation adds a sibling. Both are branches. Each leaf is one trajectory.
 Counts kept per session (``metrics`` of its trajectories): ``calls``; ``continued`` (extended a
 leaf); ``branched`` (a new root after the first, or a second child); ``retokenised`` (the new
 messages hold an assistant turn that the gateway sampled earlier but whose ids could not be reused
-where it now stands); ``lost`` (calls that failed, timed out or whose client disconnected). A
-session with a lost call is not trained on (status ``infra_error``, the reason names the call).
+where it now stands); ``lost`` (calls that failed or timed out on the gateway's or engine's side);
+``abandoned`` (calls whose client disconnected before the answer). A session with a lost call is
+not trained on (status ``infra_error``, the reason names the call). An abandoned call is the same,
+unless the caller says the client runs where the policy's commands run (a CLI agent in its
+sandbox, which the policy can kill): then the session's answered calls are graded and trained on,
+and killing the agent mid-call dodges nothing.
 
 A session opened with its rollout's sampling (the run's ``tasks[].sampling``) samples every call
 with it, whatever the harness asked: the temperature, top-p and seed of the trained policy are the
@@ -61,6 +65,8 @@ class HarnessSession:
     nodes: list[CallNode] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     lost: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)
+    """Calls whose client disconnected before the answer (the reasons)."""
     closed: bool = False
     sampling: SamplingParams | None = None
     """The rollout's sampling (None: each call's own, as the harness sent it)."""
@@ -118,20 +124,29 @@ class HarnessSession:
         self.lost.append(reason)
         return CallFailedError(reason, status)
 
+    def abandon(self, reason: str) -> None:
+        """Records a call whose client went away before the answer (its sampling was cancelled)."""
+        self.counts["abandoned"] += 1
+        self.abandoned.append(reason)
+
     def leaves(self) -> list[CallNode]:
         """Calls that no later call continued, oldest first."""
         return [n for n in self.nodes if n.n_children == 0]
 
-    def trajectories(self, run_id: str, group_id: str, env_id: str, instance_id: str) -> list[Trajectory]:
+    def trajectories(self, run_id: str, group_id: str, env_id: str, instance_id: str,
+                     client_is_policy: bool = False) -> list[Trajectory]:
         """One trajectory per leaf, oldest first. The last leaf (the call the harness ended on) is
         the rollout's trajectory and keeps its rollout id; the i-th earlier one is
         ``<rollout>#<i>`` with ``metrics["branch_of"]`` the rollout id, and they are the last
         one's ``branches`` (stored beside it and trained with its advantage, docs/harness.md).
 
         Each carries the session's counts in ``metrics`` (``calls``, ``continued``, ``branched``,
-        ``retokenised``, ``lost``, ``leaves``); with a lost call, status ``infra_error`` and the
-        reason (the caller sets reward and other statuses).
+        ``retokenised``, ``lost``, ``abandoned``, ``leaves``); with a lost call, status
+        ``infra_error`` and the reason (the caller sets reward and other statuses). An abandoned
+        call counts as lost unless ``client_is_policy`` (the client runs where the policy's
+        commands run, so its disconnect may be the policy's doing).
         """
+        lost = self.lost if client_is_policy else [*self.lost, *self.abandoned]
         out = []
         leaves = self.leaves()
         for i, leaf in enumerate(leaves, start=1):
@@ -140,8 +155,8 @@ class HarnessSession:
                 traj.rollout_id = f"{self.rollout_id}#{i}"
                 traj.metrics["branch_of"] = self.rollout_id
             traj.metrics.update(self.metrics())
-            if self.lost:
-                traj.status, traj.reason = RolloutStatus.infra_error, f"lost a call, not trained on: {self.lost[0]}"
+            if lost:
+                traj.status, traj.reason = RolloutStatus.infra_error, f"lost a call, not trained on: {lost[0]}"
             out.append(traj)
         if out:
             out[-1].branches = out[:-1]
@@ -149,7 +164,7 @@ class HarnessSession:
 
     def metrics(self) -> dict[str, int]:
         """The session's call counts."""
-        keys = ("calls", "continued", "branched", "retokenised", "lost")
+        keys = ("calls", "continued", "branched", "retokenised", "lost", "abandoned")
         return {**{k: int(self.counts[k]) for k in keys}, "leaves": len(self.leaves())}
 
     def _longest_prefix(self, messages: list[Message]) -> CallNode | None:

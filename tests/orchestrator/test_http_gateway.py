@@ -74,7 +74,7 @@ async def test_openai_chat_tool_loop_is_token_exact(smollm_tokenizer: Any, strea
             else:
                 assert text == "Done: a.txt" and finish == ["stop"] and not tool_calls
         assert "# Tools" in smollm_tokenizer.decode(engine.prompts[0])
-        assert session.metrics() == {"calls": 2, "continued": 1, "branched": 0, "retokenised": 0, "lost": 0, "leaves": 1}
+        assert session.metrics() == {"calls": 2, "continued": 1, "branched": 0, "retokenised": 0, "lost": 0, "abandoned": 0, "leaves": 1}
         assert_tree_exact(engine, session)
     finally:
         await server.__aexit__()
@@ -150,7 +150,7 @@ async def test_edited_history_branches_and_stays_exact(smollm_tokenizer: Any) ->
         summary = [{"role": "user", "content": "Summary: said one and two."}, {"role": "assistant", "content": "two"},
                    {"role": "user", "content": "Go on."}]
         await client.chat.completions.create(model="m", messages=summary)
-        assert session.metrics() == {"calls": 3, "continued": 1, "branched": 1, "retokenised": 1, "lost": 0, "leaves": 2}
+        assert session.metrics() == {"calls": 3, "continued": 1, "branched": 1, "retokenised": 1, "lost": 0, "abandoned": 0, "leaves": 2}
         first, second = session.trajectories("run", "g", "env", "i")
         # the last leaf is the rollout's trajectory; the earlier one is its branch, stored and trained with it
         assert (first.rollout_id, first.metrics["branch_of"], second.rollout_id) == ("r1#1", "r1", "r1")
@@ -209,15 +209,25 @@ async def test_lost_calls_are_not_trained_on(smollm_tokenizer: Any) -> None:
         with pytest.raises(openai.APIStatusError) as late:
             await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}])
         assert late.value.status_code == 504
-        engine.delay_s, dropped = 2, registry.open("r2")
+        engine.delay_s, dropped = 0, registry.open("r2")
         quitter = openai.AsyncOpenAI(base_url=server.base_url(dropped), api_key="x", max_retries=0, timeout=0.3)
+        await quitter.chat.completions.create(model="m", messages=[{"role": "user", "content": "z"}])
+        engine.delay_s = 2  # the client goes away while the engine samples (a CLI agent killed mid-call)
         with pytest.raises(openai.APITimeoutError):
-            await quitter.chat.completions.create(model="m", messages=[{"role": "user", "content": "z"}])
+            await quitter.chat.completions.create(model="m", messages=[{"role": "user", "content": "z2"}])
         await asyncio.sleep(0.3)
-        assert dropped.metrics()["lost"] == 1 and "disconnected" in dropped.lost[0]
-        traj = session.trajectories("run", "g", "env", "i")[0]
-        assert traj.status.value == "infra_error" and not traj.status.trains
-        assert "deadline" in traj.reason and session.metrics()["lost"] == 1
+        assert dropped.metrics()["abandoned"] == 1 and dropped.metrics()["lost"] == 0
+        assert "disconnected" in dropped.abandoned[0]
+        # an in-process harness's client is the host's: its disconnect is infra, never trained on
+        host = dropped.trajectories("run", "g", "env", "i")[0]
+        assert host.status.value == "infra_error" and "disconnected" in host.reason
+        # a CLI agent's client runs where the policy's commands run: the answered call is graded
+        sandboxed = dropped.trajectories("run", "g", "env", "i", client_is_policy=True)[0]
+        assert sandboxed.status.value == "ok" and sandboxed.status.trains and sandboxed.metrics["abandoned"] == 1
+        for client_is_policy in (False, True):  # an engine-side loss stays infra either way
+            traj = session.trajectories("run", "g", "env", "i", client_is_policy=client_is_policy)[0]
+            assert traj.status.value == "infra_error" and not traj.status.trains
+            assert "deadline" in traj.reason and session.metrics()["lost"] == 1
     finally:
         await server.__aexit__()
 
@@ -233,3 +243,16 @@ async def test_unix_socket(smollm_tokenizer: Any, tmp_path: Any) -> None:
     finally:
         await http_client.aclose()
         await server.__aexit__()
+
+
+def test_anthropic_messages_takes_a_system_turn_in_the_list() -> None:
+    # Claude Code 2.1 sends its environment notes as {"role": "system"} after the first user turn
+    from gymfleet.orchestrator.http import anthropic_messages
+    from gymfleet.orchestrator.http.errors import BadRequestError
+
+    call = anthropic_messages.parse({"max_tokens": 8, "system": [{"type": "text", "text": "Agent."}], "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Fix it."}]},
+        {"role": "system", "content": [{"type": "text", "text": "cwd: /app", "cache_control": {"type": "ephemeral"}}]}]}, 64)
+    assert [(m.role, m.content) for m in call.messages] == [("system", "Agent."), ("user", "Fix it."), ("system", "cwd: /app")]
+    with pytest.raises(BadRequestError, match="role"):
+        anthropic_messages.parse({"max_tokens": 8, "messages": [{"role": "tool", "content": "x"}]}, 64)

@@ -38,3 +38,22 @@ def test_a_crash_is_the_policys_once_a_call_was_answered(
 def test_the_deadline_comes_before_the_exit_code(proxy: SessionProxy) -> None:
     assert classify(ended(137, timed_out=True), 0, CliAgentConfig(), proxy)[0] == "truncated"
     assert classify(ended(0), 0, CliAgentConfig(), proxy) == ("ok", "")
+
+
+def test_claude_code_runs_with_gymfleets_short_defaults_unless_told() -> None:
+    from gymfleet.envs.harness.cli_agents import BUILTIN, CLAUDE_CODE, CLAUDE_INSTRUCTIONS
+
+    line = CLAUDE_CODE.launch(CliAgentConfig(max_turns=7))
+    assert "IS_SANDBOX=1" in line and "ANTHROPIC_BASE_URL=http://127.0.0.1:47113" in line
+    assert "--max-turns 7" in line and "--tools Bash" in line and "--setting-sources ''" in line
+    assert "--permission-mode bypassPermissions" in line and CLAUDE_INSTRUCTIONS.split(".")[0] in line
+    own = CLAUDE_CODE.launch(CliAgentConfig(instructions=BUILTIN, tools=["default"], permission_mode="dontAsk"))
+    assert "--system-prompt" not in own and "--tools default" in own and "--permission-mode dontAsk" in own
+    assert '"defaultMode": "dontAsk"' in CLAUDE_CODE.settings(CliAgentConfig(permission_mode="dontAsk"))["settings.json"]
+
+
+def test_tools_is_claude_codes_setting_only() -> None:
+    from gymfleet.envs.harness.env import HarnessEnv
+
+    with pytest.raises(ValueError, match="Claude Code's --tools"):
+        HarnessEnv(harness="codex", task_kwargs={"sandbox": "docker"}, agent={"tools": ["Bash"]})
