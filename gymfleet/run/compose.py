@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gymfleet.core.errors import ConfigError
+from gymfleet.core.records import SamplingParams
 from gymfleet.core.strict import validation_problems
 from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator import (
@@ -174,7 +175,8 @@ async def open_run(
         store = await stack.enter_async_context(await TrajectoryStore.open(config.store))
         if gateway is None:
             gateway = await stack.enter_async_context(open_gateway(
-                config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
+                config.policy, config.run_id, max_staleness=config.max_staleness,
+                sampling=SamplingParams(**config.sampling.model_dump())))
         metrics = stack.enter_context(MetricsWriter(config.metrics_path))
         make_rollout = None
         if any(t.env_id == HARNESS_ENV_ID for t in config.tasks):  # docs/harness.md

@@ -7,7 +7,7 @@ overrides apply to the whole document. Tasks cycle over their instances for as l
 budget lasts unless they set ``passes`` themselves.
 
 What the learner must share with the rollouts has one owner, the run: the base model is
-``policy.model`` (the model the engines serve), the sampling is the tasks' ``sampling``, and the
+``policy.model`` (the model the engines serve), the sampling is the run's ``sampling:`` block, and the
 staleness bound is the top-level ``max_staleness`` (default :data:`DEFAULT_MAX_STALENESS` in a
 training run). :meth:`TrainConfig.rollout_policy` hands them to the learner; the learner's
 section has no such keys (setting one is refused, naming where it is set).
@@ -201,12 +201,6 @@ class TrainConfig(StrictModel):
     def _consistent(self) -> TrainConfig:
         self.bucket = fill_run_id(self.bucket, self.run.run_id)
         self.report_dir = fill_run_id(self.report_dir, self.run.run_id)
-        pairs = {(t.sampling.temperature, t.sampling.top_p) for t in self.run.tasks}
-        if len(pairs) > 1:
-            raise ValueError(
-                f"tasks sample with different (temperature, top_p) {sorted(pairs)}: the learner computes "
-                "logprobs under one sampling distribution; give every task the same sampling.temperature/top_p"
-            )
         if self.run.max_staleness is None:
             self.run.max_staleness = DEFAULT_MAX_STALENESS
         # the start-up parity check scores replicas in the learner's own dtype
@@ -232,11 +226,10 @@ class TrainConfig(StrictModel):
                                  f"reload only with policy.engines[{i}].server.full_weights: true; set it")
 
     def rollout_policy(self) -> RolloutPolicy:
-        """What the learner must reproduce of the rollouts: ``policy.model``, the tasks' sampling
-        (one temperature/top_p for all, checked when the config is read) and ``max_staleness``."""
-        sampling = self.run.tasks[0].sampling
-        return RolloutPolicy(model=self.run.policy.model, temperature=sampling.temperature,
-                             top_p=sampling.top_p, max_staleness=self.run.max_staleness)
+        """What the learner must reproduce of the rollouts: ``policy.model``, the run's ``sampling``
+        (temperature, top_p) and ``max_staleness``."""
+        return RolloutPolicy(model=self.run.policy.model, temperature=self.run.sampling.temperature,
+                             top_p=self.run.sampling.top_p, max_staleness=self.run.max_staleness)
 
     def _hold_out(self) -> None:
         """Keeps the training tasks off the held-out instances (their ``exclude_instances``)."""

@@ -14,7 +14,7 @@ messages hold an assistant turn that the gateway sampled earlier but whose ids c
 where it now stands); ``lost`` (calls that failed, timed out or whose client disconnected). A
 session with a lost call is not trained on (status ``infra_error``, the reason names the call).
 
-A session opened with its rollout's sampling (the run's ``tasks[].sampling``) samples every call
+A session opened with its rollout's sampling (the run's ``sampling`` block, carried by its task's ``sampling``) samples every call
 with it, whatever the harness asked: the temperature, top-p and seed of the trained policy are the
 run's, and the harness's ``max_tokens`` is honoured only below the run's ``max_new_tokens``.
 """

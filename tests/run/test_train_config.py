@@ -27,11 +27,12 @@ def _write(tmp_path: Path, doc: dict) -> Path:
 
 
 def _task(name: str, env_id: str = "gymfleet/Terminal-v0", **kw) -> dict:
-    return {"name": name, "env_id": env_id, "sampling": {"temperature": 0.7, "top_p": 0.9}, **kw}
+    return {"name": name, "env_id": env_id, **kw}
 
 
 def test_defaults_learner_sampling_and_staleness_come_from_the_run(tmp_path: Path) -> None:
-    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "max_staleness": 3}),
+    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "max_staleness": 3,
+                                              "sampling": {"temperature": 0.7, "top_p": 0.9}}),
                             ["mode=sync", "budget.max_steps=5"])
     assert cfg.run.run_id == "t" and cfg.mode == "sync" and cfg.budget.max_steps == 5
     policy = cfg.rollout_policy()
@@ -47,7 +48,8 @@ def test_the_embedded_default_config_loads() -> None:
 
 
 @pytest.mark.parametrize(("doc", "overrides", "needle"), [
-    ({"tasks": [_task("a"), {**_task("b"), "sampling": {"temperature": 1.0}}]}, [], "same sampling"),
+    ({"tasks": [_task("a"), _task("b", sampling={"temperature": 1.0})], "sampling": {"temperature": 0.7}}, [],
+     r"tasks.1.sampling.temperature is 1.0 but sampling.temperature is 0.7: .* drop tasks.1.sampling.temperature"),
     ({"tasks": [_task("a")], "budget": {"max_steps": None}}, [], "budget.max_steps or budget.max_wall_s"),
     ({"tasks": [_task("a")], "mode": "lockstep"}, [], "mode"),
     ({"tasks": [_task("a")]}, ["learner"], "KEY.PATH=VALUE"),
