@@ -30,6 +30,7 @@ _EXPORTS = {
     "EnvFactory": ".rollout", "env_factory": ".envfactory", "resolve_instances": ".envfactory",
     "task_needs": ".envfactory", "unmet_needs": ".envfactory", "HARNESS_ENV_ID": ".harness_rollout",
     "open_harness_rollouts": ".harness_rollout", "Scheduler": ".scheduler", "RunOutcome": ".scheduler",
+    "Admission": ".admission", "LearnerProgress": ".admission",
     "RunStats": ".progress", "MetricsWriter": ".metrics", "group_id_of": ".workload", "run_loop": ".loop",
     # the trajectory store
     "TrajectoryStore": ".store", "RunNotFoundError": ".store.errors",
@@ -43,6 +44,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # the names as a type checker and a reader see them
+    from gymfleet.orchestrator.admission import Admission, LearnerProgress
     from gymfleet.orchestrator.config import (
         PolicyConfig, RunConfig, TaskConfig, fill_run_id, load_run_config, read_config_document)
     from gymfleet.orchestrator.run_settings import ConfigDeprecationWarning, RunSampling

@@ -33,7 +33,7 @@ from gymfleet.core.strict import validation_problems
 from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator import (
     RunConfig, env_factory, resolve_instances, unmet_needs, MetricsWriter, open_gateway, Gateway,
-    HARNESS_ENV_ID, open_harness_rollouts, PolicyGateway, EnvFactory, Scheduler, TrajectoryStore,
+    HARNESS_ENV_ID, open_harness_rollouts, PolicyGateway, EnvFactory, Scheduler, TrajectoryStore, Admission,
 )
 from gymfleet.run.display import Progress
 
@@ -142,6 +142,7 @@ async def open_run(
     on_stop: Callable[[], None] | None = None,
     gateway: PolicyGateway | None = None,
     harness_gateway: Gateway | None = None,
+    admission: Admission | None = None,
 ) -> AsyncIterator[Run]:
     """Composes the run ``config`` describes and closes it all at the end.
 
@@ -156,6 +157,8 @@ async def open_run(
         harness_gateway: the TITO gateway that harness tasks' sessions sample through, when it
             is not ``gateway`` (the demonstrations: gold forced through each harness,
             docs/harness.md); its trajectories are marked as demonstrations.
+        admission: the scheduler's admission policy (a training run's ahead budget); None: the
+            staleness gate of ``config.max_staleness`` only.
 
     Yields:
         The :class:`Run`.
@@ -186,6 +189,6 @@ async def open_run(
             elif isinstance(gateway, Gateway):
                 make_rollout = await stack.enter_async_context(open_harness_rollouts(gateway))
         scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
-                              reload_config=reload_config, make_rollout=make_rollout)
+                              reload_config=reload_config, make_rollout=make_rollout, admission=admission)
         stack.enter_context(_stop_signals(on_stop or scheduler.request_stop))
         yield Run(config, store, gateway, resources, factories, instances, metrics, scheduler, console, left_out)
