@@ -198,7 +198,7 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _resolve(cls, data: Any) -> Any:
+    def _resolve(cls, data: object) -> object:
         """Defaults that depend on other keys, resolved into new records before validation
         (:mod:`gymfleet.run.defaults`); a contradiction is refused in one line."""
         if not isinstance(data, dict) or "run" not in data:
