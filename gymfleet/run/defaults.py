@@ -73,16 +73,16 @@ def held_out_tasks(tasks: Sequence[TaskConfig], heldout: dict[str, list[str]]) -
             raise ValueError(f"heldout.instances.{name} is empty: list instance ids, or drop the task")
     kept = []
     for task in tasks:
-        ids = heldout.get(task.name)
-        if ids is None:
+        held = heldout.get(task.name)
+        if held is None:
             kept.append(task)
             continue
-        trained = sorted(set(task.instances or []) & set(ids))
+        trained = sorted(set(task.instances or []) & set(held))
         if trained:
             raise ValueError(f"task {task.name} lists held-out instances {trained[:5]} in its instances: a held-out "
                              f"instance is never trained on; remove them from tasks[{task.name}].instances or from "
                              f"heldout.instances.{task.name}")
-        kept.append(task.model_copy(update={"exclude_instances": sorted(set(task.exclude_instances) | set(ids))}))
+        kept.append(task.model_copy(update={"exclude_instances": sorted(set(task.exclude_instances) | set(held))}))
     return kept
 
 
