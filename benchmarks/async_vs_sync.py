@@ -123,10 +123,10 @@ def _config(mode: str, root: Path, args: argparse.Namespace) -> Any:
         "report_dir": str(root / mode / "report"), "mode": mode, "max_in_flight": args.in_flight,
         "learner_threads": 1, "budget": {"max_steps": args.steps},
         "learner": {"lora_rank": 4, "groups_per_step": args.groups_per_step, "micro_batch_size": 8,
-                    "max_tokens": 256}, "max_staleness": 2,
+                    "max_tokens": 256}, "max_staleness": 2, "sampling": {"temperature": 1.0},
         "tasks": [{"name": "word", "env_id": ENV_ID, "group_size": args.group_size, "max_turns": 1,
                    "env_kwargs": {"median_s": args.median_s, "sigma": args.sigma},
-                   "sampling": {"temperature": 1.0, "max_new_tokens": 8}}],
+                   "sampling": {"max_new_tokens": 8}}],
     })
 
 

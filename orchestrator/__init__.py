@@ -15,7 +15,8 @@ from gymfleet.core.lazy import lazy_exports
 _EXPORTS = {
     # the run's config
     "RunConfig": ".config", "TaskConfig": ".config", "PolicyConfig": ".config", "load_run_config": ".config",
-    "fill_run_id": ".config", "read_config_document": ".config",
+    "fill_run_id": ".config", "read_config_document": ".config", "RunSampling": ".run_settings",
+    "ConfigDeprecationWarning": ".run_settings",
     # the policy: gateway, engines, replicas
     "PolicyGateway": ".protocols", "Gateway": ".gateway", "GatewayConfig": ".gateway",
     "ScriptedRepliesEngine": ".http.forcing", "open_gateway": ".policy",
@@ -29,6 +30,7 @@ _EXPORTS = {
     "EnvFactory": ".rollout", "env_factory": ".envfactory", "resolve_instances": ".envfactory",
     "task_needs": ".envfactory", "unmet_needs": ".envfactory", "HARNESS_ENV_ID": ".harness_rollout",
     "open_harness_rollouts": ".harness_rollout", "Scheduler": ".scheduler", "RunOutcome": ".scheduler",
+    "Admission": ".admission", "LearnerProgress": ".admission",
     "RunStats": ".progress", "MetricsWriter": ".metrics", "group_id_of": ".workload", "run_loop": ".loop",
     # the trajectory store
     "TrajectoryStore": ".store", "RunNotFoundError": ".store.errors",
@@ -42,8 +44,10 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # the names as a type checker and a reader see them
+    from gymfleet.orchestrator.admission import Admission, LearnerProgress
     from gymfleet.orchestrator.config import (
         PolicyConfig, RunConfig, TaskConfig, fill_run_id, load_run_config, read_config_document)
+    from gymfleet.orchestrator.run_settings import ConfigDeprecationWarning, RunSampling
     from gymfleet.orchestrator.engines.config import TransformersEngineConfig
     from gymfleet.orchestrator.engines.errors import ReplicaLaunchError
     from gymfleet.orchestrator.engines.listeners import bind_admin_socket, bind_inference_socket, serve_listeners

@@ -22,9 +22,10 @@ from gymfleet.envs.resources import ResourcesConfig
 from gymfleet.orchestrator.engines.config import EngineConfig, TransformersEngineConfig
 from gymfleet.orchestrator.parity import ParityConfig
 from gymfleet.orchestrator.router import RouterConfig
+from gymfleet.orchestrator.run_settings import RunSampling, check_turn_limit, resolve_sampling
 
 __all__ = [
-    "AutoMixConfig", "PolicyConfig", "RunConfig", "ShutdownConfig", "TaskConfig",
+    "AutoMixConfig", "PolicyConfig", "RunConfig", "RunSampling", "ShutdownConfig", "TaskConfig",
     "apply_override", "load_run_config", "read_config_document", "validation_problems",
 ]
 
@@ -57,7 +58,8 @@ class TaskConfig(StrictModel):
     max_in_flight: int | None = Field(default=None, ge=1)
     """Per-task cap on concurrent rollouts (e.g. heavy sandboxes); None: only the global cap."""
     max_turns: int = Field(default=30, ge=1)
-    """Agent turns before the rollout is cut (status truncated)."""
+    """Agent turns before the rollout is cut (status truncated): the task's one turn limit (the env
+    is told it at reset; an ``env_kwargs.max_turns`` that differs is refused)."""
     turn_timeout_s: float = Field(default=300.0, gt=0)
     """Seconds one turn (generation and env step) may take before the rollout is truncated."""
     rollout_timeout_s: float = Field(default=1800.0, gt=0)
@@ -65,7 +67,8 @@ class TaskConfig(StrictModel):
     max_attempts: int = Field(default=3, ge=1)
     """Attempts per sample when infrastructure fails (infra_error); then the failure is final."""
     sampling: SamplingParams = Field(default_factory=SamplingParams)
-    """Sampling settings of every turn."""
+    """Sampling settings of every turn: ``max_new_tokens``, ``stop``; its temperature and top_p
+    are the run's ``sampling`` (written in when the run is read; setting them here is deprecated)."""
 
     @property
     def registered_id(self) -> str:
@@ -185,6 +188,9 @@ class RunConfig(StrictModel):
     (``gymfleet.core.sampling.turn_seed``)."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     """The policy: a gateway over engines serving ``policy.model``."""
+    sampling: RunSampling = Field(default_factory=RunSampling)
+    """The run's sampling distribution (temperature, top_p): every task samples with it and a
+    training run's learner computes logprobs under it (:mod:`gymfleet.orchestrator.run_settings`)."""
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     """The envs' shared resources: sandbox backend, warm pools, the reaper's period."""
     tasks: list[TaskConfig] = Field(..., min_length=1)
@@ -195,6 +201,17 @@ class RunConfig(StrictModel):
         if not run_id.strip("."):
             raise ValueError(f"run id {run_id!r} would name a folder outside runs/: pick a name with a letter or digit")
         return run_id
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_owner(cls, data: Any) -> Any:
+        """One sampling distribution and one turn limit per task (contradictions refused)."""
+        if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+            return data
+        default_turns = TaskConfig.model_fields["max_turns"].default
+        for i, task in enumerate(data["tasks"]):
+            check_turn_limit(i, task, default_turns)
+        return resolve_sampling(data)
 
     @model_validator(mode="after")
     def _unique_task_names(self) -> RunConfig:

@@ -1,6 +1,7 @@
 """The scheduler: keeps the in-flight count at the cap, picks tasks by ratio, and survives stops.
 
-One loop admits rollouts while there is a free slot, the staleness gate is open and some task is
+One loop admits rollouts while there is a free slot, admission allows it (the staleness gate and,
+in a training run, the ahead budget: :mod:`gymfleet.orchestrator.admission`) and some task is
 eligible; each rollout runs as its own asyncio task and settles itself (store write, counters,
 retry or quarantine) when it ends. Samples are claimed from the store in batches, leased to this
 scheduler and renewed by a heartbeat, so that several schedulers (processes) can share one run
@@ -17,7 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory, staleness
+from gymfleet.core.records import RolloutStatus, SamplingParams, Trajectory
+from gymfleet.orchestrator.admission import Admission, LearnerProgress
 from gymfleet.orchestrator.claimer import SampleClaimer
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.metrics import MetricsWriter
@@ -62,6 +64,8 @@ class Scheduler:
             returns are applied live (None: weights change only through :meth:`set_weights`).
         make_rollout: builds each rollout from its request, env factory and gateway (default
             :class:`Rollout`; ``harness_rollout.HarnessRollouts`` for runs with harness tasks).
+        admission: when rollouts may start and groups be created (default: the staleness gate
+            of ``config.max_staleness``, no ahead budget).
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class Scheduler:
         metrics: MetricsWriter | None = None,
         reload_config: Callable[[], RunConfig | None] | None = None,
         make_rollout: Callable[[RolloutRequest, EnvFactory, PolicyGateway], Rollout] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.make_rollout = make_rollout or Rollout
         """Builds each rollout (``Rollout``; a run with harness tasks passes
@@ -101,9 +106,10 @@ class Scheduler:
         """What made the run stop at once (a store or metrics file that cannot be written)."""
         self.claimer = SampleClaimer(store, config)
         """Claims this scheduler's samples from the store and keeps them leased."""
-        self.group_budget: int | None = None
-        """Groups still to create (lock-step training hands out one step's worth at a time);
-        None: unbounded. Samples of groups already created are claimed and admitted regardless."""
+        self.admission = admission or Admission(config.max_staleness)
+        """When rollouts may start and groups be created (:mod:`gymfleet.orchestrator.admission`):
+        the staleness gate, and in a training run the ahead budget fed by the learner's progress.
+        Samples of groups already created are claimed and admitted whatever the budget."""
 
     # ---- control -------------------------------------------------------------------
 
@@ -136,16 +142,38 @@ class Scheduler:
         self.stats.paused = "stopping"
         self._wake.set()
 
-    def add_group_budget(self, n_groups: int) -> None:
-        """Lets ``n_groups`` more groups start (and turns the bound on if it was off)."""
-        self.group_budget = (self.group_budget or 0) + n_groups
+    def learner_progressed(self, progress: LearnerProgress) -> None:
+        """Hands the learner's newest counters to admission (a training run calls it whenever it
+        looks); groups it grants start at once, and one step's groups are granted when a
+        quarantined task holds a spent budget (:meth:`Admission.unstarve`)."""
+        now = time.monotonic()
+        granted = self.admission.progressed(progress, now)
+        granted += self.admission.unstarve(self.stats.in_flight, any(w.quarantined for w in self.work.values()), now)
+        if granted:
+            self._granted()
+
+    def grant_groups(self, n_groups: int) -> None:
+        """Lets ``n_groups`` more groups be created (turns the budget on if it was off)."""
+        self.admission.grant(n_groups)
+        self._granted()
+
+    def _granted(self) -> None:
         for work in self.work.values():
             work.retry_at = 0.0
         self._wake.set()
 
     def _may_start(self, work: TaskWork) -> bool:
-        # The first claim may pick up samples of groups a previous start created, whatever the budget.
-        return self.group_budget is None or bool(work.pending) or self.group_budget > 0 or not work.n_refills
+        return bool(work.pending) or self.admission.may_create(first_claim=not work.n_refills)
+
+    def stuck_at_weight_zero(self) -> list[str]:
+        """The tasks with work left when nothing is in flight and every one of them has weight 0
+        (nothing can start until a weight is raised); empty otherwise."""
+        if self.stats.in_flight:
+            return []
+        waiting = [name for name, w in self.work.items() if w.has_work()]
+        if any(self.mix.weights.get(name, 0.0) > 0 for name in waiting):
+            return []
+        return waiting
 
     def set_weights(self, weights: dict[str, float]) -> None:
         """Changes task weights live (unknown names are ignored)."""
@@ -227,7 +255,7 @@ class Scheduler:
                 continue
             self.stats.paused = ""
             if self.stats.in_flight >= self.config.max_in_flight:
-                if self.config.max_staleness is None:
+                if self.admission.max_staleness is None:
                     await self._wake.wait()
                 else:  # a newly published adapter wakes no one: look again soon
                     await self._wait(STALENESS_POLL_S)
@@ -261,18 +289,14 @@ class Scheduler:
 
     async def _refill(self, work: TaskWork) -> None:
         try:
-            handed = await self.claimer.refill(work, self.group_budget)
+            handed = await self.claimer.refill(work, self.admission.group_budget)
         except StoreWriteError as exc:  # the store is full: nothing more could be recorded
             self._stop_on(exc)
             return
-        if self.group_budget is not None:
-            self.group_budget -= handed
+        self.admission.created(handed)
 
     def _stale(self) -> bool:
-        bound = self.config.max_staleness
-        if bound is None or not self.versions:
-            return False
-        return staleness(self.gateway.policy_version, min(self.versions)) > bound
+        return self.admission.stale(self.gateway.policy_version, min(self.versions) if self.versions else None)
 
     async def _wait(self, timeout_s: float) -> None:
         try:

@@ -47,11 +47,3 @@ def test_the_orchestrator_readme_lists_each_module_once() -> None:
     lines = [line for line in (ROOT / "orchestrator" / "README.md").read_text().splitlines() if line.lstrip().startswith("- `")]
     names = [line.split("`")[1] for line in lines]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
-
-
-def test_the_readme_code_map_walks_a_trajectory_through_at_most_ten_files() -> None:
-    """The README's code map is a path a reader can follow: ten files at most (issue 21)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Code map", 1)[1].split("\n## ", 1)[0].split("From Python", 1)[0]
-    files = set(re.findall(r"`([\w/]+\.py)`", section))
-    assert 0 < len(files) <= 10, sorted(files)

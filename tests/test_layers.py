@@ -8,6 +8,8 @@
 * no production module imports ``unittest.mock``;
 * only the app (``gymfleet.run``) and the command line import the app;
 * no placement (local, Ray) imports the job;
+* the app touches a scheduler only through its public face (:data:`SCHEDULER_FACE`): admission
+  is the orchestrator's, fed the learner's progress, never the app's counters;
 * no import circle anywhere, counting imports inside functions and under ``TYPE_CHECKING``.
 """
 
@@ -114,6 +116,34 @@ def test_no_placement_imports_the_job(module: str) -> None:
     """The job asks its placement for roles; a placement never runs the job (``run_job`` is called
     by its launcher: ``gymfleet train``, with ``--cluster`` too)."""
     assert {t for t in _targets(module, MODULES[module]) if _within(t, "gymfleet.run.job")} == set()
+
+
+SCHEDULER_FACE = {"run", "request_stop", "learner_progressed", "set_weights", "stuck_at_weight_zero", "stats"}
+"""What the app may use of a :class:`~gymfleet.orchestrator.Scheduler`: run and stop it, hand on the
+learner's progress, change weights, ask why it stalls, read its progress record."""
+
+
+def _scheduler_uses(path: Path) -> set[str]:
+    """Attributes read or written on anything named ``scheduler`` (``scheduler.x``, ``run.scheduler.x``)."""
+    used = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute):
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name == "scheduler":
+                used.add(node.attr)
+    return used
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "gymfleet.run")))
+def test_the_run_layer_touches_the_scheduler_only_through_its_face(module: str) -> None:
+    assert _scheduler_uses(MODULES[module]) <= SCHEDULER_FACE
+
+
+def test_the_scheduler_face_check_sees_budgets_and_work_tables(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("scheduler.group_budget = 0\nrun.scheduler.work['a'].quarantined\nscheduler.run()\n")
+    assert _scheduler_uses(path) - SCHEDULER_FACE == {"group_budget", "work"}
 
 
 def test_the_heldout_evaluation_never_imports_the_job() -> None:

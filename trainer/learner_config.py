@@ -113,6 +113,6 @@ class LearnerConfig(StrictModel):
 
 
 RUN_OWNED = {"model": "policy.model (the model the engines serve)",
-             "temperature": "tasks[].sampling.temperature", "top_p": "tasks[].sampling.top_p",
+             "temperature": "sampling.temperature", "top_p": "sampling.top_p",
              "max_staleness": "the top-level max_staleness"}
 """Keys an older learner config carried that the run now owns, and where they are set."""

@@ -64,7 +64,8 @@ app = typer.Typer(cls=CommandGroup, no_args_is_help=True, add_completion=False, 
 def main(verbose: bool = typer.Option(False, "--verbose", "-v",
                                       help="Show third-party progress bars and warnings (model loading, PEFT).")) -> None:
     """Runs before every command: quiets third-party output unless --verbose."""
-    from gymfleet.core.quiet import quiet_third_party
+    from gymfleet.core.quiet import one_line_deprecations, quiet_third_party
 
+    one_line_deprecations()
     if not verbose:
         quiet_third_party()

@@ -48,3 +48,21 @@ def quiet_if_asked() -> None:
     """:func:`quiet_third_party` in a child process whose parent was quiet (``GYMFLEET_QUIET=1``)."""
     if os.environ.get(QUIET_ENV) == "1":
         quiet_third_party()
+
+
+def one_line_deprecations() -> None:
+    """Prints gymfleet's own deprecations (a ``FutureWarning`` subclass defined in gymfleet, e.g.
+    :class:`~gymfleet.orchestrator.run_settings.ConfigDeprecationWarning`) as one line, ``deprecated: <message>``, instead of Python's two (file, line and source). Other
+    warnings keep Python's format. Calling it again changes nothing."""
+    current = warnings.formatwarning
+    if getattr(current, "_gymfleet_one_line", False):
+        return
+
+    def formatwarning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      line: str | None = None) -> str:
+        if issubclass(category, FutureWarning) and category.__module__.startswith("gymfleet."):
+            return f"deprecated: {message}\n"
+        return current(message, category, filename, lineno, line)
+
+    formatwarning._gymfleet_one_line = True  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning

@@ -78,10 +78,8 @@ STALL_CHECK_S = 2.0
 def stalled_reason(scheduler: Scheduler) -> str | None:
     """Why nothing can start although work is left (every task with work left has weight 0), or
     None when something runs or can start."""
-    if scheduler.stats.in_flight:
-        return None
-    waiting = [name for name, w in scheduler.work.items() if w.has_work()]
-    if not waiting or any(scheduler.mix.weights.get(name, 0.0) > 0 for name in waiting):
+    waiting = scheduler.stuck_at_weight_zero()
+    if not waiting:
         return None
     return (f"nothing can run: the tasks with work left ({', '.join(waiting)}) have weight 0; raise a weight "
             "in the config (read live) to go on, or stop with Ctrl-C (rerun to resume)")

@@ -28,11 +28,12 @@ from rich.console import Console
 from rich.text import Text
 
 from gymfleet.core.errors import ConfigError
+from gymfleet.core.records import SamplingParams
 from gymfleet.core.strict import validation_problems
 from gymfleet.envs.resources import EnvResources
 from gymfleet.orchestrator import (
     RunConfig, env_factory, resolve_instances, unmet_needs, MetricsWriter, open_gateway, Gateway,
-    HARNESS_ENV_ID, open_harness_rollouts, PolicyGateway, EnvFactory, Scheduler, TrajectoryStore,
+    HARNESS_ENV_ID, open_harness_rollouts, PolicyGateway, EnvFactory, Scheduler, TrajectoryStore, Admission,
 )
 from gymfleet.run.display import Progress
 
@@ -141,6 +142,7 @@ async def open_run(
     on_stop: Callable[[], None] | None = None,
     gateway: PolicyGateway | None = None,
     harness_gateway: Gateway | None = None,
+    admission: Admission | None = None,
 ) -> AsyncIterator[Run]:
     """Composes the run ``config`` describes and closes it all at the end.
 
@@ -155,6 +157,8 @@ async def open_run(
         harness_gateway: the TITO gateway that harness tasks' sessions sample through, when it
             is not ``gateway`` (the demonstrations: gold forced through each harness,
             docs/harness.md); its trajectories are marked as demonstrations.
+        admission: the scheduler's admission policy (a training run's ahead budget); None: the
+            staleness gate of ``config.max_staleness`` only.
 
     Yields:
         The :class:`Run`.
@@ -174,7 +178,8 @@ async def open_run(
         store = await stack.enter_async_context(await TrajectoryStore.open(config.store))
         if gateway is None:
             gateway = await stack.enter_async_context(open_gateway(
-                config.policy, config.run_id, max_staleness=config.max_staleness, sampling=config.tasks[0].sampling))
+                config.policy, config.run_id, max_staleness=config.max_staleness,
+                sampling=SamplingParams(**config.sampling.model_dump())))
         metrics = stack.enter_context(MetricsWriter(config.metrics_path))
         make_rollout = None
         if any(t.env_id == HARNESS_ENV_ID for t in config.tasks):  # docs/harness.md
@@ -184,6 +189,6 @@ async def open_run(
             elif isinstance(gateway, Gateway):
                 make_rollout = await stack.enter_async_context(open_harness_rollouts(gateway))
         scheduler = Scheduler(config, store, gateway, factories, instances, metrics=metrics,
-                              reload_config=reload_config, make_rollout=make_rollout)
+                              reload_config=reload_config, make_rollout=make_rollout, admission=admission)
         stack.enter_context(_stop_signals(on_stop or scheduler.request_stop))
         yield Run(config, store, gateway, resources, factories, instances, metrics, scheduler, console, left_out)

@@ -7,10 +7,12 @@ overrides apply to the whole document. Tasks cycle over their instances for as l
 budget lasts unless they set ``passes`` themselves.
 
 What the learner must share with the rollouts has one owner, the run: the base model is
-``policy.model`` (the model the engines serve), the sampling is the tasks' ``sampling``, and the
-staleness bound is the top-level ``max_staleness`` (default :data:`DEFAULT_MAX_STALENESS` in a
-training run). :meth:`TrainConfig.rollout_policy` hands them to the learner; the learner's
-section has no such keys (setting one is refused, naming where it is set).
+``policy.model`` (the model the engines serve), the sampling is the run's ``sampling:`` block,
+and the staleness bound is the top-level ``max_staleness`` (default
+:data:`~gymfleet.run.defaults.DEFAULT_MAX_STALENESS` in a training run).
+:meth:`TrainConfig.rollout_policy` hands them to the learner; the learner's section has no such
+keys (setting one is refused, naming where it is set). Defaults that depend on other keys are
+resolved before validation (:mod:`gymfleet.run.defaults`); nothing is rewritten after it.
 """
 
 from __future__ import annotations
@@ -23,14 +25,11 @@ from pydantic import Field, ValidationError, model_validator
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.strict import StrictModel, unknown_key_message, validation_problems
-from gymfleet.orchestrator import RunConfig, fill_run_id, read_config_document, TransformersEngineConfig
+from gymfleet.orchestrator import RunConfig, fill_run_id, read_config_document
+from gymfleet.run.defaults import DEFAULT_MAX_STALENESS, resolved_learner, resolved_run  # noqa: F401 (re-exported)
 from gymfleet.run.threads import learner_environment, split_threads, usable_cpus
 from gymfleet.run.trackers import ReportTo
 from gymfleet.trainer import LearnerConfig, RolloutPolicy, SFTConfig, WorkerArgs
-
-DEFAULT_MAX_STALENESS = 4
-"""The staleness bound of a training run whose config sets no ``max_staleness``."""
-
 
 class BudgetConfig(StrictModel):
     """When a training run ends: whichever limit is reached first."""
@@ -164,11 +163,11 @@ class TrainConfig(StrictModel):
     learner_threads: int | None = Field(None, ge=1)
     """torch intra-op threads of the learner process; None: half the usable CPUs (at least 1) in
     async mode, every usable CPU in sync mode (the learner and the engines take turns there).
-    Filled in when the config is read (:mod:`gymfleet.run.threads`)."""
+    Resolved when the config is read (:mod:`gymfleet.run.threads`)."""
     engine_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads of the in-process engines (``kind: transformers``, including the
     default embedded one) whose own ``n_threads`` is unset; None: the CPUs the learner leaves (at
-    least 1) in async mode, every usable CPU in sync mode. Filled into each such engine when the
+    least 1) in async mode, every usable CPU in sync mode. Resolved into each such engine when the
     config is read."""
     adapter_load: AdapterLoadConfig = Field(default_factory=AdapterLoadConfig)
     """Retries of an adapter hot-load that fails or times out, before the version is skipped."""
@@ -197,28 +196,36 @@ class TrainConfig(StrictModel):
             environment=learner_environment(self.mode),
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, data: object) -> object:
+        """Defaults that depend on other keys, resolved into new records before validation
+        (:mod:`gymfleet.run.defaults`); a contradiction is refused in one line."""
+        if not isinstance(data, dict) or "run" not in data:
+            return data
+        threads = (data.get("learner_threads"), data.get("engine_threads"))
+        mode, bucket, report_dir = (data.get("mode", "async"), data.get("bucket", cls.model_fields["bucket"].default),
+                                    data.get("report_dir", cls.model_fields["report_dir"].default))
+        if (mode not in ("async", "sync") or not all(n is None or (isinstance(n, int) and n >= 1) for n in threads)
+                or not isinstance(bucket, str) or not isinstance(report_dir, str)):
+            return data  # the field validation that follows names the bad key
+        try:
+            run = RunConfig.model_validate(data["run"])  # an instance is taken as is
+            learner = LearnerConfig.model_validate(data.get("learner", {}))
+            budget = BudgetConfig.model_validate(data.get("budget", {}))
+            heldout = HeldOutConfig.model_validate(data.get("heldout", {}))
+        except ValidationError:
+            return data  # as above, with each bad key's full path
+        plan = split_threads(usable_cpus(), *threads, mode)
+        return {**data, "run": resolved_run(run, learner, plan, heldout.instances),
+                "learner": resolved_learner(learner, budget.max_steps),
+                "bucket": fill_run_id(bucket, run.run_id), "report_dir": fill_run_id(report_dir, run.run_id),
+                "learner_threads": plan.learner, "engine_threads": plan.engine}
+
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        self.bucket = fill_run_id(self.bucket, self.run.run_id)
-        self.report_dir = fill_run_id(self.report_dir, self.run.run_id)
-        pairs = {(t.sampling.temperature, t.sampling.top_p) for t in self.run.tasks}
-        if len(pairs) > 1:
-            raise ValueError(
-                f"tasks sample with different (temperature, top_p) {sorted(pairs)}: the learner computes "
-                "logprobs under one sampling distribution; give every task the same sampling.temperature/top_p"
-            )
-        if self.run.max_staleness is None:
-            self.run.max_staleness = DEFAULT_MAX_STALENESS
-        # the start-up parity check scores replicas in the learner's own dtype
-        self.run.policy.parity.dtype = self.learner.dtype
-        if self.learner.lr_decay_steps is None and self.learner.lr_schedule != "constant":
-            if self.budget.max_steps is None:
-                raise ValueError(f"learner.lr_schedule {self.learner.lr_schedule} decays over learner.lr_decay_steps: "
-                                 "set it, or budget.max_steps")
-            self.learner.lr_decay_steps = self.budget.max_steps
+        """Checks only (every default was resolved before validation: :meth:`_resolve`)."""
         self._full_weights_servable()
-        self._split_threads()
-        self._hold_out()
         return self
 
     def _full_weights_servable(self) -> None:
@@ -232,40 +239,10 @@ class TrainConfig(StrictModel):
                                  f"reload only with policy.engines[{i}].server.full_weights: true; set it")
 
     def rollout_policy(self) -> RolloutPolicy:
-        """What the learner must reproduce of the rollouts: ``policy.model``, the tasks' sampling
-        (one temperature/top_p for all, checked when the config is read) and ``max_staleness``."""
-        sampling = self.run.tasks[0].sampling
-        return RolloutPolicy(model=self.run.policy.model, temperature=sampling.temperature,
-                             top_p=sampling.top_p, max_staleness=self.run.max_staleness)
-
-    def _hold_out(self) -> None:
-        """Keeps the training tasks off the held-out instances (their ``exclude_instances``)."""
-        tasks = {t.name: t for t in self.run.tasks}
-        for name, ids in self.heldout.instances.items():
-            task = tasks.get(name)
-            if task is None:
-                raise ValueError(f"heldout.instances names task {name!r}, which the run does not have "
-                                 f"(tasks: {sorted(tasks)}); use one of those names")
-            if not ids:
-                raise ValueError(f"heldout.instances.{name} is empty: list instance ids, or drop the task")
-            trained = sorted(set(task.instances or []) & set(ids))
-            if trained:
-                raise ValueError(f"task {name} lists held-out instances {trained[:5]} in its instances: a held-out "
-                                 f"instance is never trained on; remove them from tasks[{name}].instances or from "
-                                 f"heldout.instances.{name}")
-            task.exclude_instances = sorted(set(task.exclude_instances) | set(ids))
-
-    def _split_threads(self) -> None:
-        """Sets the learner's and the in-process engines' torch threads on purpose (not torch's
-        default of every core in both processes)."""
-        plan = split_threads(usable_cpus(), self.learner_threads, self.engine_threads, self.mode)
-        self.learner_threads, self.engine_threads = plan.learner, plan.engine
-        policy = self.run.policy
-        if policy.kind == "embedded" and not policy.engines:  # the builder's default: one in-process engine
-            policy.engines = [TransformersEngineConfig(name="local-0", source=policy.model)]
-        policy.engines = [e.model_copy(update={"n_threads": plan.engine})
-                          if isinstance(e, TransformersEngineConfig) and e.n_threads is None else e
-                          for e in policy.engines]
+        """What the learner must reproduce of the rollouts: ``policy.model``, the run's ``sampling``
+        (temperature, top_p) and ``max_staleness``."""
+        return RolloutPolicy(model=self.run.policy.model, temperature=self.run.sampling.temperature,
+                             top_p=self.run.sampling.top_p, max_staleness=self.run.max_staleness)
 
 
 TRAIN_KEYS = tuple(name for name in TrainConfig.model_fields if name != "run")

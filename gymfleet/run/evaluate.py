@@ -67,6 +67,7 @@ async def evaluate(
         "run_id": run_id, "store": str(Path(workdir) / f"{name}.db"),
         "metrics_path": str(Path(workdir) / f"{name}.metrics.jsonl"), "max_in_flight": max_in_flight,
         "seed": seed, "policy": _policy(policy, adapter), "tasks": [task.model_dump()],
+        "sampling": task.sampling.model_dump(include={"temperature", "top_p"}),  # the run's, carried by its task
     })
     await collect(config, console=Console(stderr=True, quiet=True), live=False)
     async with await TrajectoryStore.open(config.store) as store:

@@ -123,8 +123,6 @@ async def run_job(cfg: TrainConfig, placement: Placement, *, console: Console | 
         task_needs(task)
     refuse_changed_settings(cfg)  # a LoRA shape, model or dtype the run's adapters were not trained with
     _refuse_if_complete(cfg)
-    cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"shutdown": cfg.run.shutdown.model_copy(
-        update={"mode": "abort"})})})
     Path(cfg.report_dir).mkdir(parents=True, exist_ok=True)
     job = _Job(cfg, placement, console, live, progress_every_s)
     spent: dict[str, float] = {}

@@ -8,8 +8,9 @@ kind, which the job's stages never see:
 * ``RayLearner`` (:mod:`gymfleet.run.ray_learner`): a Ray actor, one per data-parallel rank (``gymfleet train --cluster``).
 
 Stopping is the same request everywhere: the learner finishes its step, publishes what it
-trained and exits. The handle also counts what lock-step training waits on (steps that claimed
-groups, groups the refill asked for) where the learner shares this machine.
+trained and exits. Where the learner shares this machine the handle also counts its progress
+(:meth:`LearnerHandle.progress`: steps that claimed groups, groups the refill asked for), which
+the run hands on to the orchestrator's admission policy.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing.context import SpawnProcess
 from contextlib import contextmanager
 
+from gymfleet.orchestrator import LearnerProgress
 from gymfleet.trainer import StepRow, WorkerArgs, learn, learner_process
 
 EXIT_WAIT_S = 600.0
@@ -64,15 +66,10 @@ class LearnerHandle(ABC):
         self._wanted = ctx.Value("i", 0)
         self.stop_requested = False
 
-    @property
-    def attempts(self) -> int:
-        """Learner steps that claimed groups so far (lock-step training waits on it)."""
-        return int(self._attempts.value)
-
-    @property
-    def wanted(self) -> int:
-        """Groups the learner's refill asked for beyond its steps' first claims (dynamic sampling)."""
-        return int(self._wanted.value)
+    def progress(self) -> LearnerProgress:
+        """The learner's counters as admission takes them: steps that claimed groups, and groups
+        its refills asked for beyond its steps' first claims (dynamic sampling)."""
+        return LearnerProgress(steps=int(self._attempts.value), extra_groups=int(self._wanted.value))
 
     @abstractmethod
     def start(self) -> None:

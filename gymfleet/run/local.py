@@ -9,11 +9,14 @@ afterwards use it, and each generation is stamped with its version. A load that 
 out is retried (``adapter_load``); a version that fails every try is skipped, the engines keep
 serving the previous one, the report lists it, and the run goes on.
 
+When groups may start is the orchestrator's admission policy
+(:class:`~gymfleet.orchestrator.Admission`); this stage only hot-loads versions and hands the
+learner's progress on (:meth:`~gymfleet.orchestrator.Scheduler.learner_progressed`):
+
 * ``async``: generation never waits for training except through the staleness gate and the
-  ahead budget (at most ``max_staleness + 1`` steps' groups started ahead of the learner,
-  :class:`AheadBudget`).
-* ``sync`` (baseline): let exactly ``groups_per_step`` groups start, wait until the learner has
-  trained on them and published, load the new version, repeat.
+  ahead budget (at most ``max_staleness + 1`` steps' groups started ahead of the learner);
+* ``sync`` (baseline): the same policy with ``max_staleness = 0``: one step's groups, then the
+  next once the learner has claimed them and its version is loaded.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gymfleet.core.errors import GymfleetError
-from gymfleet.orchestrator import PolicyGateway, RunOutcome, Scheduler, RunStatus
+from gymfleet.orchestrator import Admission, PolicyGateway, RunOutcome, Scheduler, RunStatus
 from gymfleet.run.compose import open_run
 from gymfleet.run.config import TrainConfig
 from gymfleet.run.follow import BucketFollower
@@ -37,49 +40,6 @@ from gymfleet.run.warmstart import WarmStartOutcome, warm_start_if_new
 from gymfleet.trainer import AdapterBucket
 
 SAMPLE_S = 0.05
-STARVED_S = 30.0
-"""Seconds without a learner step, nothing in flight, the ahead budget spent and a task
-quarantined, before the async job lets one more step's groups start (:meth:`AheadBudget.starved`)."""
-
-
-class AheadBudget:
-    """How far generation may run ahead of the learner in async mode: at most
-    ``(max_staleness + 1 + steps) * groups_per_step`` groups (plus the learner's dynamic-sampling
-    refills) have started after ``steps`` learner steps, AReaL's staleness-aware admission (Fu et
-    al. 2025, "AReaL", sec. 5.1: at most ``(i + eta + 1) * B`` trajectories at policy version
-    ``i``). Without it, generation outruns a slower learner and the extra groups go stale and are
-    dropped: CPU taken from the learner for nothing (measured on the slow-step terminal task:
-    106 rollouts generated, 46 samples trained, 50 dropped as stale in 5 steps; docs/train.md).
-    ``max_staleness`` None: no bound (admission is then limited by ``max_in_flight`` only)."""
-
-    def __init__(self, max_staleness: int | None, groups_per_step: int) -> None:
-        self.max_staleness, self.groups_per_step = max_staleness, groups_per_step
-        self.steps = 0
-        self.refills = 0
-
-    def open(self, scheduler: Scheduler) -> None:
-        """Grants the first ``max_staleness + 1`` steps' groups."""
-        if self.max_staleness is not None:
-            scheduler.group_budget = 0
-            scheduler.add_group_budget((self.max_staleness + 1) * self.groups_per_step)
-
-    def starved(self, scheduler: Scheduler) -> bool:
-        """True when generation is held by the budget with nothing in flight while a task is
-        quarantined: the groups the quarantined task was handed never complete, so the learner
-        may wait for ever on groups no one generates (the caller grants a step's groups after
-        :data:`STARVED_S` without a learner step)."""
-        return (self.max_staleness is not None and scheduler.group_budget == 0 and scheduler.stats.in_flight == 0
-                and any(w.quarantined for w in scheduler.work.values()))
-
-    def top_up(self, scheduler: Scheduler, steps: int, refills: int) -> None:
-        """Grants ``groups_per_step`` groups per learner step taken since the last call, and the
-        groups the learner's refills asked for (``steps``, ``refills``: the learner's counters)."""
-        if self.max_staleness is None:
-            return
-        more = max(steps - self.steps, 0) * self.groups_per_step + max(refills - self.refills, 0)
-        self.steps, self.refills = max(self.steps, steps), max(self.refills, refills)
-        if more:
-            scheduler.add_group_budget(more)
 
 
 class _Grpo:
@@ -130,64 +90,44 @@ class _Grpo:
         self.console.print("[yellow]stopping:[/yellow] the learner publishes what it trained, then the job ends")
         self.learner.stop()
 
-    async def drive_async(self, gateway: PolicyGateway, scheduler: Scheduler, runner: asyncio.Task[RunOutcome]) -> None:
-        """Async: hot-loads each new version; with a staleness bound ``s``, lets at most ``s + 1``
-        steps' groups start ahead of the learner (:class:`AheadBudget`)."""
-        ahead = AheadBudget(self.cfg.run.max_staleness, self.cfg.learner.groups_per_step)
-        ahead.open(scheduler)
+    def admission(self) -> Admission:
+        """The run's admission policy: async gates at ``max_staleness``; sync is lock-step (0)."""
+        bound = 0 if self.cfg.mode == "sync" else self.cfg.run.max_staleness
+        return Admission(bound, self.cfg.learner.groups_per_step)
+
+    async def drive(self, gateway: PolicyGateway, scheduler: Scheduler, runner: asyncio.Task[RunOutcome]) -> None:
+        """Hot-loads each new version and hands the learner's progress to admission, until the
+        learner or the run ends (or the wall budget stops the learner)."""
         next_load = time.monotonic() + self.cfg.watch_interval_s
-        last_step = time.monotonic()
+        steps = 0
         while self.learner.alive() and not runner.done():
             await asyncio.sleep(min(SAMPLE_S * 4, self.cfg.watch_interval_s))
-            if self.learner.attempts > ahead.steps:  # the step's version is published: serve it first,
-                await self.hot_load(gateway)  # so that the groups it lets start are sampled from it
-                last_step = time.monotonic()
-            ahead.top_up(scheduler, self.learner.attempts, self.learner.wanted)
-            if ahead.starved(scheduler) and time.monotonic() - last_step >= STARVED_S:
-                scheduler.add_group_budget(self.cfg.learner.groups_per_step)  # replace what quarantine took
-                last_step = time.monotonic()
-            if time.monotonic() >= next_load:
-                next_load = time.monotonic() + self.cfg.watch_interval_s
+            progress = self.learner.progress()
+            if progress.steps > steps or time.monotonic() >= next_load:
+                # a new step: serve its version first, so that the groups it lets start are sampled from it
+                steps, next_load = progress.steps, time.monotonic() + self.cfg.watch_interval_s
                 await self.hot_load(gateway)
+            scheduler.learner_progressed(progress)
             if self.over_wall_budget():
                 self.learner.stop()
-
-    async def drive_sync(self, gateway: PolicyGateway, scheduler: Scheduler, runner: asyncio.Task[RunOutcome]) -> None:
-        limit = self.cfg.budget.max_steps
-        while self.learner.alive() and not runner.done() and not self.over_wall_budget():
-            if limit is not None and self.learner_step >= limit:
-                break
-            before, granted = self.learner.attempts, self.learner.wanted
-            scheduler.add_group_budget(self.cfg.learner.groups_per_step)
-            while self.learner.attempts == before and self.learner.alive() and not runner.done():
-                if self.learner.wanted > granted:  # zero-variance groups to replace (dynamic sampling)
-                    scheduler.add_group_budget(self.learner.wanted - granted)
-                    granted = self.learner.wanted
-                await asyncio.sleep(SAMPLE_S)
-            await self.hot_load(gateway)
-        self.learner.stop()
 
     async def run(self, live: bool | None, progress_every_s: float | None) -> tuple[int | None, RunOutcome | BaseException | None]:
         """The stage proper; returns the learner's exit code and what the scheduler ended with."""
         cfg = self.cfg
         exitcode = None
         ended: RunOutcome | BaseException | None = None
-        async with open_run(cfg.run, console=self.console, on_stop=self.request_stop) as run:
+        async with open_run(cfg.run, console=self.console, on_stop=self.request_stop,
+                            admission=self.admission()) as run:
             self.started = True
             self.timeline.left_out = run.left_out
             scheduler, gateway = run.scheduler, run.gateway
             await self.hot_load(gateway)  # a resumed run starts from its newest version
-            if cfg.mode == "sync":
-                scheduler.group_budget = 0
             self.learner.start()
             runner = asyncio.create_task(scheduler.run(), name="scheduler")
             sampler = asyncio.create_task(self.sample_idle(scheduler), name="idle-sampler")
             try:
                 with run.progress(live, extra=lambda: f"learner step {self.learner_step}", interval_s=progress_every_s):
-                    if cfg.mode == "sync":
-                        await self.drive_sync(gateway, scheduler, runner)
-                    else:
-                        await self.drive_async(gateway, scheduler, runner)
+                    await self.drive(gateway, scheduler, runner)
                     exitcode = await self.learner.wait()
                     await self.hot_load(gateway)
             finally:

@@ -18,7 +18,7 @@ unless the caller says the client runs where the policy's commands run (a CLI ag
 sandbox, which the policy can kill): then the session's answered calls are graded and trained on,
 and killing the agent mid-call dodges nothing.
 
-A session opened with its rollout's sampling (the run's ``tasks[].sampling``) samples every call
+A session opened with its rollout's sampling (the run's ``sampling`` block, carried by its task's ``sampling``) samples every call
 with it, whatever the harness asked: the temperature, top-p and seed of the trained policy are the
 run's, and the harness's ``max_tokens`` is honoured only below the run's ``max_new_tokens``.
 """

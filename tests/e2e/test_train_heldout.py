@@ -25,7 +25,7 @@ def test_require_learning_exits_3_with_the_reason_when_nothing_trained(tmp_path:
         heldout={"enabled": True, "instances": {"coin": ["w060", "w061"]}, "samples_per_instance": 2},
         tasks=[{"name": "coin", "env_id": "tests.orchestrator.fakes:gymfleet-test/Coin-v0",
                 "env_kwargs": {"n_instances": 64, "p_solve": 0.0, "step_delay_s": 0.5}, "group_size": 2, "max_turns": 1,
-                "sampling": {"temperature": 1.0, "max_new_tokens": 6}}], report_to=["wandb"])
+                "sampling": {"max_new_tokens": 6}}], report_to=["wandb"])
     code, out = run_train(config, timeout_s=300, flags=("--require-learning",))
     assert code == 3, out
     assert "--require-learning: no learner step: every claimed group had zero reward variance (" in out

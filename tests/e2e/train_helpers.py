@@ -31,7 +31,7 @@ def tiny_train_config(tmp_path: Path, run_id: str, **train: Any) -> Path:
         "tasks": [{
             "name": "echo", "env_id": "tests.orchestrator.fakes:gymfleet-test/SlowEcho-v0",
             "env_kwargs": {"n_instances": 8}, "group_size": 2, "max_turns": 1,
-            "sampling": {"temperature": 1.0, "max_new_tokens": 6},
+            "sampling": {"max_new_tokens": 6},
         }],
         **train,
     }

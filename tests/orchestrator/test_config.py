@@ -21,7 +21,7 @@ def test_shipped_configs_validate(path: Path) -> None:
 def test_overrides_and_defaults(tmp_path: Path) -> None:
     path = tmp_path / "my-run.yaml"
     path.write_text("tasks:\n  - env_id: gymfleet/Terminal-v0\n")
-    cfg = load_run_config(path, ["tasks.0.weight=2.5", "max_in_flight=3", "tasks.0.sampling.temperature=0"])
+    cfg = load_run_config(path, ["tasks.0.weight=2.5", "max_in_flight=3", "sampling.temperature=0"])
     assert cfg.run_id == "my-run" and cfg.max_in_flight == 3
     assert cfg.tasks[0].weight == 2.5 and cfg.tasks[0].sampling.temperature == 0
     assert cfg.tasks[0].name == "gymfleet/Terminal-v0" and cfg.store == "runs/my-run/store.db"

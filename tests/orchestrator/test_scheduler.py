@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gymfleet.core.records import RolloutStatus
+from gymfleet.orchestrator.admission import Admission
 from gymfleet.orchestrator.config import RunConfig
 from gymfleet.orchestrator.envfactory import env_factory, resolve_instances
 from gymfleet.orchestrator.metrics import MetricsWriter
@@ -20,7 +21,7 @@ from tests.orchestrator.fakes import ScriptedGateway, SlowEchoEnv
 
 
 async def make_scheduler(cfg: RunConfig, store: TrajectoryStore, gateway: ScriptedGateway | None = None,
-                         peaks: Counter[str] | None = None) -> Scheduler:
+                         peaks: Counter[str] | None = None, admission: Admission | None = None) -> Scheduler:
     factories, instances = {}, {}
     live: Counter[str] = Counter()
     for t in cfg.tasks:
@@ -42,7 +43,7 @@ async def make_scheduler(cfg: RunConfig, store: TrajectoryStore, gateway: Script
             return env
 
         factories[t.name] = counted
-    return Scheduler(cfg, store, gateway or ScriptedGateway(), factories, instances)
+    return Scheduler(cfg, store, gateway or ScriptedGateway(), factories, instances, admission=admission)
 
 
 async def final_by_sample(store: TrajectoryStore, run_id: str = "r1") -> dict[str, list[RolloutStatus]]:
@@ -258,14 +259,14 @@ async def test_first_stop_request_tells_what_happens_next(
 async def test_group_budget_starts_exactly_that_many_groups(tmp_path: Path, sqlite_store: TrajectoryStore) -> None:
     cfg = run_config(tmp_path, [task("a", passes=None)], max_in_flight=8)
     scheduler = await make_scheduler(cfg, sqlite_store)
-    scheduler.group_budget = 0
+    scheduler.admission.group_budget = 0
     runner = asyncio.create_task(scheduler.run())
     for n_total in (2, 3):
-        scheduler.add_group_budget(n_total - (2 if n_total == 3 else 0))
+        scheduler.grant_groups(n_total - (2 if n_total == 3 else 0))
         while scheduler.stats.completed < 3 * n_total or scheduler.stats.in_flight:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)  # nothing more starts while the budget is spent
-        assert scheduler.stats.completed == 3 * n_total and scheduler.group_budget == 0
+        assert scheduler.stats.completed == 3 * n_total and scheduler.admission.group_budget == 0
     scheduler.request_stop()
     await runner
     assert len(await final_by_sample(sqlite_store)) == 9

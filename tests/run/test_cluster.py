@@ -143,9 +143,9 @@ def test_a_mixed_run_on_three_nodes_loses_a_shard_node_and_completes(
     tasks = [
         {"name": "terminal", "env_id": "gymfleet/Terminal-v0", "env_kwargs": {"sandbox": "local"},
          "instances": ["word-frequency", "log-errors", "organize-files"], "group_size": 2,
-         "max_turns": 1, "sampling": {"temperature": 1.0, "max_new_tokens": 12}},
+         "max_turns": 1, "sampling": {"max_new_tokens": 12}},
         {"name": "miniwob", "env_id": "gymfleet/miniwob.click-test-2-v0", "group_size": 2, "max_turns": 1,
-         "sampling": {"temperature": 1.0, "max_new_tokens": 8}},
+         "sampling": {"max_new_tokens": 8}},
     ]
     config = tiny_train_config(tmp_path, "ray3", store=pg_database, lease_s=4.0, max_in_flight=2, tasks=tasks,
                                budget={"max_steps": 5},

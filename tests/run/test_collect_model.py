@@ -19,7 +19,7 @@ async def test_collect_with_the_embedded_model_writes_token_exact_trajectories(t
     cfg = run_config(
         tmp_path,
         [task("echo", group_size=2, env_kwargs={"n_instances": 2, "turns": 2},
-              sampling={"temperature": 1.0, "max_new_tokens": 6}, turn_timeout_s=120)],
+              sampling={"max_new_tokens": 6}, turn_timeout_s=120)],
         max_in_flight=4,
         policy={"kind": "embedded", "engines": [{"kind": "transformers", "max_batch_size": 4}]},
     )

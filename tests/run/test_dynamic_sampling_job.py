@@ -23,7 +23,7 @@ async def test_sync_mode_starts_the_groups_the_refill_asks_for(tmp_path: Path) -
         policy={"kind": "import", "factory": "tests.orchestrator.fakes:echo_gateway"},
         tasks=[{"name": "coin", "env_id": "tests.orchestrator.fakes:gymfleet-test/Coin-v0",
                 "env_kwargs": {"n_instances": 64}, "group_size": 2, "max_turns": 1,
-                "sampling": {"temperature": 1.0, "max_new_tokens": 6}}])
+                "sampling": {"max_new_tokens": 6}}])
     cfg = load_train_config(path, ["learner.dynamic_sampling.enabled=true", "learner.dynamic_sampling.max_wait_s=20"])
     outcome = await train(cfg, live=False)
     report = outcome.report.to_dict()

@@ -80,7 +80,7 @@ class SayWordEnv(AgentEnv):
         return ScriptedPolicy([instance_id or self.word])
 
 
-TASK = {"name": "say", "env_id": ENV_ID, "max_turns": 1, "sampling": {"temperature": 1.0, "max_new_tokens": 8}}
+TASK = {"name": "say", "env_id": ENV_ID, "max_turns": 1, "sampling": {"max_new_tokens": 8}}
 
 
 async def test_training_vs_untrained_on_held_out_words(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ from gymfleet.core.strict import StrictModel
 from gymfleet.core.errors import ConfigError
 from gymfleet.run.config import DEFAULT_MAX_STALENESS, TrainConfig, load_train_config
 
-TASK = {"name": "t", "env_id": "gymfleet/Terminal-v0", "sampling": {"temperature": 0.7}}
+TASK = {"name": "t", "env_id": "gymfleet/Terminal-v0"}
 
 
 def _doc(**fields: Any) -> dict[str, Any]:
-    return {"tasks": [dict(TASK)], **fields}
+    return {"tasks": [dict(TASK)], "sampling": {"temperature": 0.7}, **fields}
 
 
 def _load(tmp_path: Path, doc: dict[str, Any], overrides: list[str] | None = None) -> TrainConfig:
@@ -95,8 +95,8 @@ def test_the_learner_trains_the_model_the_policy_serves(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("doc", "needle"), [
     (_doc(policy={"model": "org/served"}, learner={"model": "org/other"}),
      r"learner.model is not a learner setting: the run owns it \(policy.model"),
-    (_doc(learner={"temperature": 0.5}), r"learner.temperature .* tasks\[\].sampling.temperature"),
-    (_doc(learner={"top_p": 0.5}), r"learner.top_p .* tasks\[\].sampling.top_p"),
+    (_doc(learner={"temperature": 0.5}), r"learner.temperature .* \(sampling.temperature\)"),
+    (_doc(learner={"top_p": 0.5}), r"learner.top_p .* \(sampling.top_p\)"),
     (_doc(policy={"model": "org/a", "engines": [{"kind": "transformers", "source": "org/b"}]}),
      "engines.0.source is org/b but policy.model is org/a"),
 ])

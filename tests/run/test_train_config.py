@@ -13,7 +13,8 @@ import yaml
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.run.compose import runnable_tasks
-from gymfleet.run.config import load_train_config
+from gymfleet.orchestrator import RunConfig, TaskConfig
+from gymfleet.run.config import TrainConfig, load_train_config
 from gymfleet.run.records import AdapterLoad, GenerationTimeline
 from gymfleet.run.report import build_report, write_report
 
@@ -27,17 +28,31 @@ def _write(tmp_path: Path, doc: dict) -> Path:
 
 
 def _task(name: str, env_id: str = "gymfleet/Terminal-v0", **kw) -> dict:
-    return {"name": name, "env_id": env_id, "sampling": {"temperature": 0.7, "top_p": 0.9}, **kw}
+    return {"name": name, "env_id": env_id, **kw}
 
 
 def test_defaults_learner_sampling_and_staleness_come_from_the_run(tmp_path: Path) -> None:
-    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "max_staleness": 3}),
+    cfg = load_train_config(_write(tmp_path, {"tasks": [_task("a")], "max_staleness": 3,
+                                              "sampling": {"temperature": 0.7, "top_p": 0.9}}),
                             ["mode=sync", "budget.max_steps=5"])
     assert cfg.run.run_id == "t" and cfg.mode == "sync" and cfg.budget.max_steps == 5
     policy = cfg.rollout_policy()
     assert (policy.temperature, policy.top_p, policy.max_staleness) == (0.7, 0.9, 3)
     assert cfg.run.max_staleness == 3 and cfg.run.tasks[0].passes is None
     assert cfg.bucket == "runs/t/bucket" and cfg.report_dir == "runs/t/report"
+
+
+def test_defaults_are_resolved_into_new_records_and_the_given_ones_are_left_alone() -> None:
+    run = RunConfig(run_id="r", tasks=[TaskConfig(name="a", env_id="gymfleet/Terminal-v0")])
+    before = run.model_dump()
+    cfg = TrainConfig(run=run, learner={"dtype": "bfloat16", "lr_schedule": "cosine"},
+                      heldout={"instances": {"a": ["x"]}}, budget={"max_steps": 7})
+    assert run.model_dump() == before  # nothing the caller handed in was rewritten
+    assert (cfg.run.max_staleness, cfg.run.policy.parity.dtype, cfg.learner.lr_decay_steps) == (4, "bfloat16", 7)
+    assert cfg.run.tasks[0].exclude_instances == ["x"] and cfg.bucket == "runs/r/bucket"
+    assert cfg.learner_threads and cfg.run.policy.engines[0].n_threads == cfg.engine_threads
+    assert cfg.run.shutdown.mode == "abort"  # the learner has stopped when the run does
+    assert TrainConfig.model_validate(cfg.model_dump()) == cfg  # resolving a resolved config changes nothing
 
 
 def test_the_embedded_default_config_loads() -> None:
@@ -47,8 +62,14 @@ def test_the_embedded_default_config_loads() -> None:
 
 
 @pytest.mark.parametrize(("doc", "overrides", "needle"), [
-    ({"tasks": [_task("a"), {**_task("b"), "sampling": {"temperature": 1.0}}]}, [], "same sampling"),
+    ({"tasks": [_task("a"), _task("b", sampling={"temperature": 1.0})], "sampling": {"temperature": 0.7}}, [],
+     r"tasks.1.sampling.temperature is 1.0 but sampling.temperature is 0.7: .* drop tasks.1.sampling.temperature"),
     ({"tasks": [_task("a")], "budget": {"max_steps": None}}, [], "budget.max_steps or budget.max_wall_s"),
+    ({"tasks": [_task("a")], "policy": {"parity": {"dtype": "float32"}}, "learner": {"dtype": "bfloat16"}}, [],
+     "policy.parity.dtype is float32 but learner.dtype is bfloat16: .* drop policy.parity.dtype"),
+    ({"tasks": [_task("a")], "shutdown": {"mode": "finish"}}, [], "shutdown.mode finish: .* drop shutdown.mode"),
+    ({"tasks": [_task("a")], "learner": {"lr_schedule": "cosine"}, "budget": {"max_steps": None, "max_wall_s": 9}},
+     [], "decays over learner.lr_decay_steps: set it, or budget.max_steps"),
     ({"tasks": [_task("a")], "mode": "lockstep"}, [], "mode"),
     ({"tasks": [_task("a")]}, ["learner"], "KEY.PATH=VALUE"),
     ({"tasks": [_task("a")], "learner": {"lora_rank": 0}}, [], "learner.lora_rank"),
