@@ -301,7 +301,7 @@ class SWEHarness:
         applied = await sandbox.exec(script, timeout_s=self.config.setup_timeout_s)
         result.test_log = applied.stdout + applied.stderr
         if not applied.ok:
-            result.error = "patch did not apply: " + _tail(result.test_log)
+            result.error = "patch did not apply: " + scripts.apply_failure(result.test_log)
             return False
         if not hardened:
             return True

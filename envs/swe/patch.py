@@ -13,6 +13,7 @@ exec, a channel the code under test cannot write; it writes the markers itself.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import PurePosixPath
 
@@ -120,6 +121,31 @@ def official_apply_script() -> str:
 def official_apply_commands() -> tuple[str, ...]:
     """swebench 4.1.0's ``run_evaluation.GIT_APPLY_CMDS`` (read from the installed package)."""
     return tuple(upstream.module("harness.run_evaluation").GIT_APPLY_CMDS)
+
+
+# case-sensitive: swebench's own ">>>>> Patch Apply Failed" marker says nothing of why
+_APPLY_FAILURE = re.compile(r"^(error|fatal):|FAILED|does not apply|can't find file|malformed|corrupt|garbage")
+
+
+def apply_failure(log: str, n_chars: int = 800) -> str:
+    """Why the apply commands failed, for an instance's error: the last line of ``log`` that
+    reports a failure (git's ``error: ...``, patch's ``1 out of 1 hunk FAILED ...``), then the
+    log's last ``n_chars`` characters.
+
+    The line comes first because the error's first line is what the CLI prints; the tail alone
+    can start inside a file's text that ``git apply`` echoed (``while searching for:``).
+
+    Args:
+        log: the apply script's output (stdout and stderr, in order).
+        n_chars: characters of the log's end kept after that line.
+
+    Returns:
+        ``"<failure line>\n<tail>"``; the log's last line stands in when no line reports a failure.
+    """
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    failing = [line for line in lines if _APPLY_FAILURE.search(line)]
+    first = failing[-1] if failing else (lines[-1] if lines else "no output")
+    return f"{first}\n{log.strip()[-n_chars:]}"
 
 
 WRITTEN_STAMP = "/tmp/gymfleet-apply-stamp"

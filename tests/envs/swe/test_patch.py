@@ -121,3 +121,18 @@ def test_the_build_requirements_are_read_from_pyproject(tmp_path) -> None:  # ty
     (tmp_path / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["hatchling", "hatch-vcs>=0.3"]\n')
     assert read() == ["hatchling", "hatch-vcs>=0.3"]
+
+
+def test_an_apply_failure_names_the_failing_line_first() -> None:
+    # CodeR's sphinx-8721 prediction (Lite sweep): git apply echoes tox.ini's text after "while searching
+    # for:", so the log's last 800 characters began mid-file and the CLI printed "ADME.rst doc/"
+    echoed = "\n".join(f"    python utils/doclinter.py CHANGES README.rst doc/ {i}" for i in range(40))
+    log = (f"Checking patch tox.ini...\nerror: while searching for:\n{echoed}\nerror: patch failed: tox.ini:4\n"
+           "patching file setup.py\nReversed (or previously applied) patch detected!  Assuming -R.\n"
+           "patching file tox.ini\nHunk #1 FAILED at 4.\n"
+           "1 out of 1 hunk FAILED -- saving rejects to file tox.ini.rej\n>>>>> Patch Apply Failed\n")
+    first, tail = scripts.apply_failure(log).split("\n", 1)
+    assert first == "1 out of 1 hunk FAILED -- saving rejects to file tox.ini.rej"
+    assert tail.endswith(">>>>> Patch Apply Failed") and len(tail) == 800
+    assert scripts.apply_failure("fatal: unrecognized input\n") == "fatal: unrecognized input\nfatal: unrecognized input"
+    assert scripts.apply_failure("").startswith("no output")
