@@ -22,6 +22,10 @@ connections in one process).
    (starts spread over one cycle, latency and tool time uniform in [0.5, 1.5] x their means, as
    a fleet of harnesses runs).
 
+The server runs on the orchestrator's event loop (``--loop auto``: uvloop, ``orchestrator/loop.py``)
+with uvicorn's httptools parser (``--http``); ``--loop asyncio --http h11`` measures the setup
+before benchmarks/README.md's change.
+
 Usage: python benchmarks/harness_gateway.py [--sessions 1000 --calls 6 --latency-ms 4000 --think-ms 1000]
 """
 
@@ -121,17 +125,17 @@ def _client_process(urls: list[str], calls: int, think_s: float, stagger: bool, 
     asyncio.run(main())
 
 
-async def overhead(tokenizer: Any, n_calls: int) -> dict[str, Any]:
+async def overhead(tokenizer: Any, n_calls: int, http: str = "httptools") -> dict[str, Any]:
     import aiohttp
 
     from gymfleet.orchestrator.gateway import Gateway
-    from gymfleet.orchestrator.http.server import HttpGateway
+    from gymfleet.orchestrator.http.server import HttpGateway, HttpGatewayConfig
     from gymfleet.orchestrator.http.tree import SessionRegistry
 
     engine = StubEngine(tokenizer, 0.0)
     registry = SessionRegistry(Gateway(tokenizer, engine))
     latencies: list[float] = []
-    async with HttpGateway(registry) as server, aiohttp.ClientSession() as client:
+    async with HttpGateway(registry, HttpGatewayConfig(http=http)) as server, aiohttp.ClientSession() as client:
         for _ in range(max(1, n_calls // 10)):
             await harness_session(client, server.base_url(registry.open("r")), 10, 0.0, latencies)
     over_ms = sorted((lat - eng) * 1e3 for lat, eng in zip(latencies, engine.engine_s))
@@ -140,14 +144,14 @@ async def overhead(tokenizer: Any, n_calls: int) -> dict[str, Any]:
 
 
 async def concurrency(tokenizer: Any, sessions: int, calls: int, latency_s: float, think_s: float,
-                      stagger: bool) -> dict[str, Any]:
+                      stagger: bool, http: str = "httptools") -> dict[str, Any]:
     from gymfleet.orchestrator.gateway import Gateway
     from gymfleet.orchestrator.http.server import HttpGateway, HttpGatewayConfig
     from gymfleet.orchestrator.http.tree import SessionRegistry
 
     engine = StubEngine(tokenizer, latency_s, jitter=stagger)
     registry = SessionRegistry(Gateway(tokenizer, engine))
-    async with HttpGateway(registry, HttpGatewayConfig(call_timeout_s=600)) as server:
+    async with HttpGateway(registry, HttpGatewayConfig(call_timeout_s=600, http=http)) as server:
         opened = [registry.open(f"r{i}") for i in range(sessions)]
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
@@ -181,18 +185,23 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--latency-ms", type=float, default=4000)
     parser.add_argument("--think-ms", type=float, default=1000)
+    parser.add_argument("--loop", choices=["auto", "asyncio"], default="auto",
+                        help="the server's event loop: the orchestrator's (auto: uvloop, orchestrator/loop.py) or asyncio's")
+    parser.add_argument("--http", choices=["httptools", "h11"], default="httptools", help="uvicorn's HTTP parser")
     args = parser.parse_args()
+    from gymfleet.orchestrator.loop import run_loop
+
     from gymfleet.core.models import ModelSpec, load_tokenizer
 
     tokenizer = load_tokenizer(ModelSpec())
     print("overhead per call...", file=sys.stderr)
-    over = asyncio.run(overhead(tokenizer, args.overhead_calls))
+    over = run_loop(overhead(tokenizer, args.overhead_calls, args.http), args.loop)
     print(f"overhead: {json.dumps(over)}", file=sys.stderr)
     print(f"{args.sessions} sessions in flight...", file=sys.stderr)
-    conc = [asyncio.run(concurrency(tokenizer, args.sessions, args.calls, args.latency_ms / 1e3, args.think_ms / 1e3,
-                                    stagger)) for stagger in (False, True)]
-    print(json.dumps({"overhead": over, "concurrency": conc, "load_average": os.getloadavg(),
-                      "cpus": os.cpu_count()}, indent=2))
+    conc = [run_loop(concurrency(tokenizer, args.sessions, args.calls, args.latency_ms / 1e3, args.think_ms / 1e3,
+                                 stagger, args.http), args.loop) for stagger in (False, True)]
+    print(json.dumps({"overhead": over, "concurrency": conc, "loop": args.loop, "http": args.http,
+                      "load_average": os.getloadavg(), "cpus": os.cpu_count()}, indent=2))
 
 
 if __name__ == "__main__":

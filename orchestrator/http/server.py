@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -61,6 +61,8 @@ class HttpGatewayConfig(StrictModel):
     """Cap on a call's ``max_tokens`` (a harness asking for more gets this many)."""
     call_timeout_s: float = 300.0
     """Deadline of one call, seconds (504 after it; the call is lost)."""
+    http: Literal["httptools", "h11"] = "httptools"
+    """uvicorn's HTTP/1.1 parser: ``httptools`` (C, a dependency) or ``h11`` (pure Python, slower)."""
 
 
 @dataclass
@@ -119,8 +121,10 @@ class HttpGateway:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((cfg.host, cfg.port))
             self.url = f"http://{cfg.host}:{sock.getsockname()[1]}"
-        self._server = _Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False,
-                                              timeout_keep_alive=60, backlog=4096))
+        # httptools: uvicorn's C HTTP parser (h11, its pure-Python one, cost ~0.3 ms of CPU per call:
+        # benchmarks/README.md, harness gateway); no access log (a line per call).
+        self._server = _Server(uvicorn.Config(self.app, http=cfg.http, log_level="warning", lifespan="off",
+                                              access_log=False, timeout_keep_alive=60, backlog=4096))
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():

@@ -18,6 +18,7 @@ history on (``canonical``), so what the harness echoes back is recognised whatev
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -46,8 +47,12 @@ def render_tool_call(call: ToolCall) -> str:
     return CALL_OPEN + json.dumps({"name": call.name, "arguments": arguments}) + CALL_CLOSE
 
 
+@functools.lru_cache(maxsize=16384)
 def to_template_message(message: WireMessage) -> Message:
-    """The chat-template message of one wire message (tool calls written into the text)."""
+    """The chat-template message of one wire message (tool calls written into the text).
+
+    Memoised (the messages are frozen values): a harness re-sends its whole history with each call,
+    so a session of n calls would render its earlier messages n(n-1)/2 times."""
     if message.role == "assistant" and message.tool_calls:
         calls = "\n".join(render_tool_call(c) for c in message.tool_calls)
         return Message("assistant", f"{message.content}\n{calls}" if message.content else calls)

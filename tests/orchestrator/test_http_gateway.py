@@ -46,9 +46,9 @@ def assert_tree_exact(engine: ScriptedTextEngine, registry_session: Any) -> None
     assert set(traj.versions[traj.loss_mask == 0].tolist()) <= {-1}
 
 
-@pytest.mark.parametrize("stream", [False, True])
-async def test_openai_chat_tool_loop_is_token_exact(smollm_tokenizer: Any, stream: bool) -> None:
-    server, registry, engine = await serve(smollm_tokenizer, [CALL_TEXT, "Done: a.txt"])
+@pytest.mark.parametrize(("stream", "http"), [(False, "httptools"), (True, "httptools"), (True, "h11")])
+async def test_openai_chat_tool_loop_is_token_exact(smollm_tokenizer: Any, stream: bool, http: str) -> None:
+    server, registry, engine = await serve(smollm_tokenizer, [CALL_TEXT, "Done: a.txt"], http=http)
     session = registry.open("r1")
     client = openai.AsyncOpenAI(base_url=server.base_url(session), api_key="x", max_retries=0)
     try:
