@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from gymfleet.core.errors import ConfigError
 from gymfleet.core.models import ModelSpec
@@ -208,6 +208,8 @@ class RunConfig(StrictModel):
         """One sampling distribution and one turn limit per task (contradictions refused)."""
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             return data
+        if not isinstance(data.get("sampling"), dict | BaseModel | None):
+            return data  # the field's own error names it
         default_turns = TaskConfig.model_fields["max_turns"].default
         for i, task in enumerate(data["tasks"]):
             check_turn_limit(i, task, default_turns)

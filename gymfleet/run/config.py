@@ -260,7 +260,7 @@ def train_config_from_dict(data: dict[str, Any], origin: str = "train config") -
     if unknown:
         raise ConfigError(f"{origin}: " + "; ".join(unknown_key_message(k, known) for k in unknown))
     train = {k: data.pop(k) for k in TRAIN_KEYS if k in data}
-    for task in data.get("tasks") or []:
+    for task in data["tasks"] if isinstance(data.get("tasks"), list) else []:  # else: the model's error
         if isinstance(task, dict):
             task.setdefault("passes", None)
     try:

@@ -71,6 +71,8 @@ def test_the_embedded_default_config_loads() -> None:
     ({"tasks": [_task("a")], "learner": {"lr_schedule": "cosine"}, "budget": {"max_steps": None, "max_wall_s": 9}},
      [], "decays over learner.lr_decay_steps: set it, or budget.max_steps"),
     ({"tasks": [_task("a")], "mode": "lockstep"}, [], "mode"),
+    ({"tasks": 3}, [], "tasks: Input should be a valid list"),
+    ({"tasks": [_task("a")], "sampling": 5}, [], "sampling: Input should be a valid dictionary"),
     ({"tasks": [_task("a")]}, ["learner"], "KEY.PATH=VALUE"),
     ({"tasks": [_task("a")], "learner": {"lora_rank": 0}}, [], "learner.lora_rank"),
     ({"tasks": [_task("a")], "learner": {"adapter": "full"}}, [], "learner.adapter"),
