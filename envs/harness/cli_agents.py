@@ -214,20 +214,22 @@ OPENCODE = CliAgent(
 CLAUDE_INSTRUCTIONS = ("You are a coding agent working in a Linux shell. Solve the task with the Bash tool, "
                        "one command per call. When the task is done, reply without a tool call.")
 """Claude Code's system prompt unless :attr:`CliAgentConfig.instructions` says otherwise."""
+CLAUDE_PERMISSION_MODE = "bypassPermissions"
+"""Claude Code's permission mode unless :attr:`CliAgentConfig.permission_mode` says otherwise."""
 
 
 def _claude_settings(config: CliAgentConfig) -> dict[str, str]:
     # Claude Code's documented settings.json (code.claude.com/docs/en/settings), the only settings
     # source it reads here (--setting-sources ""): none from the task's folder, which the policy
     # writes. No co-author lines, no cleanup of transcripts, no auto-updates.
-    settings = {"permissions": {"defaultMode": config.permission_mode or "bypassPermissions"},
+    settings = {"permissions": {"defaultMode": config.permission_mode or CLAUDE_PERMISSION_MODE},
                 "includeCoAuthoredBy": False, "autoUpdates": False, "cleanupPeriodDays": 1}
     return {"settings.json": json.dumps(settings, indent=2)}
 
 
 def _claude_command(config: CliAgentConfig, binary: str) -> list[str]:
     words = [binary, "--print", "--output-format", "stream-json", "--verbose", "--model", config.model,
-             "--max-turns", str(config.max_turns), "--permission-mode", config.permission_mode or "bypassPermissions",
+             "--max-turns", str(config.max_turns), "--permission-mode", config.permission_mode or CLAUDE_PERMISSION_MODE,
              "--settings", f"{AGENT_STATE}/home/settings.json", "--setting-sources", "", "--strict-mcp-config",
              "--no-session-persistence", "--tools", ",".join(config.tools or ["Bash"])]
     if config.instructions != BUILTIN:
@@ -239,7 +241,7 @@ CLAUDE_CODE = CliAgent(
     name="claude", package="@anthropic-ai/claude-code-{platform}@{version}", version="2.1.332",
     platforms={"x86_64": "linux-x64", "aarch64": "linux-arm64"},
     binary="package/claude", triples={"linux-x64": "", "linux-arm64": ""},
-    dialect="anthropic-messages", default_permission_mode="bypassPermissions",
+    dialect="anthropic-messages", default_permission_mode=CLAUDE_PERMISSION_MODE,
     settings=_claude_settings, command=_claude_command, home_env="CLAUDE_CONFIG_DIR",
     env={"HOME": f"{AGENT_STATE}/home", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PROXY_PORT}",
          "ANTHROPIC_API_KEY": "gymfleet", "IS_SANDBOX": "1", "DISABLE_TELEMETRY": "1",
