@@ -15,7 +15,8 @@ Observation / Action / Reward / Episode end:
     the agent runs the task's instruction with its own tools, its only way out is its session's
     proxy (``session_proxy.py``), and the task's grader runs after it exits (``cli_run.py``).
 Arguments (:class:`HarnessEnvConfig`): ``harness``, ``task_env``, ``task_kwargs``,
-    ``command_timeout_s``, ``grading_reserve_s``, ``linger_s``, ``agent``, ``transcripts_dir``.
+    ``command_timeout_s``, ``grading_reserve_s``, ``linger_s``, ``agent``, ``harness_config``,
+    ``transcripts_dir``.
 Version history: v0; CLI agents (codex) added without a version bump (Python harnesses unchanged).
 """
 
@@ -26,9 +27,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
@@ -58,6 +59,11 @@ class HarnessEnvConfig(StrictModel):
     agent: CliAgentConfig = Field(default_factory=CliAgentConfig)
     """A command-line agent's settings (model name, max turns, permission mode, flags, version);
     ignored by the Python harnesses."""
+    harness_config: list[str] = Field(default_factory=list)
+    """mini-swe-agent only: config specs merged in order over its own config (``mini.yaml`` or
+    ``mini_textbased.yaml``), as ``mini -c`` takes them: a YAML file's path (relative to the
+    working directory), a builtin config's name, or ``key.path=value``. E.g. a shorter
+    ``agent.instance_template`` for a small model's context (``configs/harness/mini-terminal.yaml``)."""
     transcripts_dir: str | None = None
     """Folder where a command-line agent's transcript (its stdout, JSON events) is kept, one
     ``<sandbox rollout id>.jsonl`` per rollout, named by the trajectory's ``agent_transcript``;
@@ -71,6 +77,15 @@ class HarnessEnvConfig(StrictModel):
         if name not in HARNESSES and name not in CLI_AGENTS:
             raise ValueError(f"unknown harness {name!r}: pick one of {sorted([*HARNESSES, *CLI_AGENTS])}")
         return name
+
+    @model_validator(mode="after")
+    def _harness_config_readable(self) -> Self:
+        if self.harness_config:
+            from gymfleet.envs.harness.harnesses import configured_harness
+            from gymfleet.envs.harness.mini_swe_agent import config_overrides
+
+            configured_harness(self.harness, config_overrides(self.harness_config))
+        return self
 
 
 @dataclass
@@ -108,6 +123,11 @@ class HarnessEnv(AgentEnv):
         self.config = HarnessEnvConfig(harness=harness, task_env=task_env, task_kwargs=task_kwargs or {}, **kwargs)
         self.cli_agent = CLI_AGENTS.get(self.config.harness)
         self.harness_fn = HARNESSES.get(self.config.harness)
+        if self.config.harness_config:
+            from gymfleet.envs.harness.harnesses import configured_harness
+            from gymfleet.envs.harness.mini_swe_agent import config_overrides
+
+            self.harness_fn = configured_harness(self.config.harness, config_overrides(self.config.harness_config))
         self.task = make_agent_env(task_env, resources, **self.config.task_kwargs)
         self.noop_action = self.task.noop_action  # type: ignore[misc]
         if self.cli_agent is not None:

@@ -7,8 +7,10 @@ commands go through; it returns its own exit status (a word) and raises on a cra
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
+from typing import Any
 
 from gymfleet.envs.actions import Command, parse_fenced_action
 from gymfleet.envs.harness.bridge import SandboxBridge
@@ -17,13 +19,26 @@ from gymfleet.envs.harness.smolagents_agent import run_smolagents
 
 HarnessFn = Callable[[str, str, SandboxBridge], str]
 
+MINI_SWE_AGENT_CONFIGS: dict[str, str] = {"mini-swe-agent": "mini.yaml", "mini-swe-agent-text": "mini_textbased.yaml"}
+"""The mini-swe-agent harnesses and the builtin config each starts from."""
+
 HARNESSES: dict[str, HarnessFn] = {
-    "mini-swe-agent": lambda task, url, bridge: run_mini_swe_agent(task, url, bridge, "mini.yaml"),
-    "mini-swe-agent-text": lambda task, url, bridge: run_mini_swe_agent(task, url, bridge, "mini_textbased.yaml"),
+    **{name: functools.partial(run_mini_swe_agent, config_name=config) for name, config in MINI_SWE_AGENT_CONFIGS.items()},
     "smolagents": run_smolagents,
 }
 """mini-swe-agent 2.x with its default tool-calling config and with its text-based one; smolagents'
 ToolCallingAgent."""
+
+
+def configured_harness(name: str, overrides: dict[str, Any]) -> HarnessFn:
+    """The harness ``name`` with a run's mini-swe-agent config merged over its own.
+
+    Raises:
+        ValueError: ``name`` is not a mini-swe-agent harness (only those take a config).
+    """
+    if name not in MINI_SWE_AGENT_CONFIGS:
+        raise ValueError(f"harness_config is for {sorted(MINI_SWE_AGENT_CONFIGS)}; {name} takes none")
+    return functools.partial(run_mini_swe_agent, config_name=MINI_SWE_AGENT_CONFIGS[name], overrides=overrides)
 
 
 def tool_call_reply(command: str) -> str:

@@ -115,3 +115,31 @@ async def test_smolagents_rewrites_its_history_into_branches_not_wrong_tokens(bw
 def test_an_unknown_harness_is_refused_before_any_env_is_made() -> None:
     with pytest.raises(ValueError, match="unknown harness 'claude-code'.*mini-swe-agent"):
         HarnessEnv.check_kwargs({"harness": "claude-code"})
+
+
+async def test_a_run_config_merged_over_mini_yaml_is_what_the_model_reads(bwrap_available: bool, smollm_tokenizer: Any,
+                                                                          tmp_path: Any) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("agent:\n  instance_template: |\n    Task: {{task}}\n    Submit with echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT.\n")
+    env = HarnessEnv(harness="mini-swe-agent", task_env="gymfleet/TerminalEasy-v0", task_kwargs={"sandbox": "local"},
+                     grading_reserve_s=10, linger_s=1,
+                     harness_config=[str(mine), "agent.system_template=You run shell commands."])
+    gold = gold_replies("mini-swe-agent", env.gold_policy(TASK).actions)  # type: ignore[attr-defined]
+    rollout, engine, _ = await play(smollm_tokenizer, "mini-swe-agent", gold, env)
+    traj = rollout.trajectories[-1]
+    assert (traj.status.value, traj.reward, traj.metrics["harness_exit"]) == ("ok", 1.0, "Submitted")
+    first = smollm_tokenizer.decode(engine.prompts[0])
+    assert "You run shell commands." in first and "Task: " in first and "<tool_call>" in first  # mini.yaml's tools kept
+    assert "Recommended Workflow" not in first  # mini.yaml's own instance template replaced
+    assert len(engine.prompts[0]) < 400  # ~1,100 tokens with mini.yaml's
+
+
+def test_a_harness_config_that_cannot_be_read_or_applied_is_refused_in_one_line(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match=r"harness_config 'nope\.yaml': no such mini-swe-agent config file"):
+        HarnessEnv.check_kwargs({"harness": "mini-swe-agent", "harness_config": ["nope.yaml"]})
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ValueError, match="a mini-swe-agent config is a YAML mapping"):
+        HarnessEnv.check_kwargs({"harness": "mini-swe-agent", "harness_config": [str(bad)]})
+    with pytest.raises(ValueError, match="harness_config is for .*smolagents takes none"):
+        HarnessEnv.check_kwargs({"harness": "smolagents", "harness_config": ["mini.yaml"]})
