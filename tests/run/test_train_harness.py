@@ -32,25 +32,30 @@ async def test_the_harness_configs_warm_start_plays_gold_through_mini_swe_agent_
         "learner.objective=none",  # forced tokens carry logprob 0: no importance ratio to take
     ])
     (task,) = cfg.run.tasks
-    assert (task.env_id, task.env_kwargs["harness"]) == ("gymfleet/Harness-v0", "mini-swe-agent")
+    assert (task.env_id, task.env_kwargs["harness"]) == ("gymfleet/Harness-v0", "mini-swe-agent-text")
     recording = await record_demonstrations(cfg.run, smollm_tokenizer, 1, max_instances_per_task=1)
     assert (recording.by_status, recording.n_solved) == ({"ok": 1}, 1)
     async with await TrajectoryStore.open(cfg.run.store) as store:
         (demo,) = await load_demonstrations(store, cfg.run.run_id)
     instance = task.instances[0]
-    gold = gold_replies("mini-swe-agent", make_agent_env("gymfleet/TerminalEasy-v0").gold_policy(instance).actions)
+    gold = gold_replies("mini-swe-agent-text", make_agent_env("gymfleet/TerminalEasy-v0").gold_policy(instance).actions)
     forced = [smollm_tokenizer.encode(r, add_special_tokens=False) + [smollm_tokenizer.eos_token_id] for r in gold]
-    # the gateway's tokens: only the gold tool calls are trained on; the prompt is mini-swe-agent's own
+    # the gateway's tokens: only the gold replies are trained on; the prompt is mini-swe-agent's own
     assert demo.token_ids[demo.loss_mask == 1].tolist() == [t for ids in forced for t in ids]
     assert (demo.metrics["calls"], demo.metrics["continued"], demo.metrics["harness_exit"]) == (2, 1, "Submitted")
-    prompt = smollm_tokenizer.decode(demo.token_ids[: len(demo.token_ids) // 2].tolist())
-    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in prompt and "# Tools" in prompt
+    prompt = smollm_tokenizer.decode(demo.token_ids[: demo.loss_mask.nonzero()[0][0]].tolist())
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in prompt and "mswea_bash_command" in prompt
+    # the config's harness_config: mini_textbased.yaml's system prompt and submit command, its own
+    # 3-line instance template
+    assert task.env_kwargs["harness_config"] == ["configs/harness/mini-text-terminal.yaml"]
+    assert "Failure to follow these rules will cause your response to be rejected" in prompt  # its system prompt
+    assert "Reply with one ```mswea_bash_command block" in prompt and "Recommended Workflow" not in prompt
     assert demo.n_tokens <= cfg.learner.max_tokens  # the whole episode is trained, never cut
     # a GRPO step on a group of this harness episode (reward 1) and a failed one (reward 0)
     failed = copy.deepcopy(demo)
     failed.rollout_id, failed.reward = failed.rollout_id + "-b", 0.0
     # its last 3 target tokens off the mask: two identical samples with advantages +1 and -1 have a
-    # gradient of exactly 0 when each is its own micro-batch (the config's micro_batch_size is 1)
+    # gradient of exactly 0 (it cancels within a micro-batch, and would each in its own)
     failed.loss_mask = failed.loss_mask.copy()
     failed.loss_mask[failed.loss_mask.nonzero()[0][-3:]] = 0
     batch = collate([[demo, failed]], cfg.learner.max_tokens)
