@@ -63,7 +63,7 @@ class HarnessEnvConfig(StrictModel):
     """mini-swe-agent only: config specs merged in order over its own config (``mini.yaml`` or
     ``mini_textbased.yaml``), as ``mini -c`` takes them: a YAML file's path (relative to the
     working directory), a builtin config's name, or ``key.path=value``. E.g. a shorter
-    ``agent.instance_template`` for a small model's context (``configs/harness/mini-terminal.yaml``)."""
+    ``agent.instance_template`` for a small model's context (``configs/harness/mini-text-terminal.yaml``)."""
     transcripts_dir: str | None = None
     """Folder where a command-line agent's transcript (its stdout, JSON events) is kept, one
     ``<sandbox rollout id>.jsonl`` per rollout, named by the trajectory's ``agent_transcript``;
@@ -82,9 +82,8 @@ class HarnessEnvConfig(StrictModel):
     def _harness_config_readable(self) -> Self:
         if self.harness_config:
             from gymfleet.envs.harness.harnesses import configured_harness
-            from gymfleet.envs.harness.mini_swe_agent import config_overrides
 
-            configured_harness(self.harness, config_overrides(self.harness_config))
+            configured_harness(self.harness, self.harness_config)
         return self
 
 
@@ -125,9 +124,8 @@ class HarnessEnv(AgentEnv):
         self.harness_fn = HARNESSES.get(self.config.harness)
         if self.config.harness_config:
             from gymfleet.envs.harness.harnesses import configured_harness
-            from gymfleet.envs.harness.mini_swe_agent import config_overrides
 
-            self.harness_fn = configured_harness(self.config.harness, config_overrides(self.config.harness_config))
+            self.harness_fn = configured_harness(self.config.harness, self.config.harness_config)
         self.task = make_agent_env(task_env, resources, **self.config.task_kwargs)
         self.noop_action = self.task.noop_action  # type: ignore[misc]
         if self.cli_agent is not None:
