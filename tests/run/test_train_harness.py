@@ -55,7 +55,7 @@ async def test_the_harness_configs_warm_start_plays_gold_through_mini_swe_agent_
     failed = copy.deepcopy(demo)
     failed.rollout_id, failed.reward = failed.rollout_id + "-b", 0.0
     # its last 3 target tokens off the mask: two identical samples with advantages +1 and -1 have a
-    # gradient of exactly 0 (it cancels within a micro-batch, and would each in its own)
+    # gradient of exactly 0, whether they share a micro-batch or not
     failed.loss_mask = failed.loss_mask.copy()
     failed.loss_mask[failed.loss_mask.nonzero()[0][-3:]] = 0
     batch = collate([[demo, failed]], cfg.learner.max_tokens)
