@@ -27,9 +27,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from gymfleet.core.strict import StrictModel
 from gymfleet.envs.base import AgentEnv, Policy
@@ -39,6 +39,9 @@ from gymfleet.envs.harness.bridge import HarnessStopped, SandboxBridge
 from gymfleet.envs.harness.cli_agents import CLI_AGENTS, CliAgentConfig
 from gymfleet.envs.resources import EnvResources
 from gymfleet.envs.sandbox.base import SandboxSpec
+
+if TYPE_CHECKING:
+    from gymfleet.envs.harness.harnesses import HarnessFn
 
 
 class HarnessEnvConfig(StrictModel):
@@ -78,13 +81,26 @@ class HarnessEnvConfig(StrictModel):
             raise ValueError(f"unknown harness {name!r}: pick one of {sorted([*HARNESSES, *CLI_AGENTS])}")
         return name
 
+    _harness_overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``harness_config`` read and merged, once, when the config is validated."""
+
     @model_validator(mode="after")
     def _harness_config_readable(self) -> Self:
         if self.harness_config:
             from gymfleet.envs.harness.harnesses import configured_harness
+            from gymfleet.envs.harness.mini_swe_agent import config_overrides
 
-            configured_harness(self.harness, self.harness_config)
+            self._harness_overrides = config_overrides(self.harness_config)
+            configured_harness(self.harness, self._harness_overrides)  # refuses a non-mini-swe-agent harness
         return self
+
+    def harness_fn(self) -> HarnessFn | None:
+        """The Python harness to run (with ``harness_config`` merged in); None for a CLI agent."""
+        from gymfleet.envs.harness.harnesses import HARNESSES, configured_harness
+
+        if self.harness_config:
+            return configured_harness(self.harness, self._harness_overrides)
+        return HARNESSES.get(self.harness)
 
 
 @dataclass
@@ -115,17 +131,12 @@ class HarnessEnv(AgentEnv):
     def __init__(self, harness: str = "mini-swe-agent", task_env: str = "gymfleet/TerminalEasy-v0",
                  task_kwargs: dict[str, Any] | None = None, resources: EnvResources | None = None,
                  **kwargs: Any) -> None:
-        from gymfleet.envs.harness.harnesses import HARNESSES
         from gymfleet.envs.registry import make_agent_env
 
         super().__init__(resources)
         self.config = HarnessEnvConfig(harness=harness, task_env=task_env, task_kwargs=task_kwargs or {}, **kwargs)
         self.cli_agent = CLI_AGENTS.get(self.config.harness)
-        self.harness_fn = HARNESSES.get(self.config.harness)
-        if self.config.harness_config:
-            from gymfleet.envs.harness.harnesses import configured_harness
-
-            self.harness_fn = configured_harness(self.config.harness, self.config.harness_config)
+        self.harness_fn = self.config.harness_fn()
         self.task = make_agent_env(task_env, resources, **self.config.task_kwargs)
         self.noop_action = self.task.noop_action  # type: ignore[misc]
         if self.cli_agent is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gymfleet.envs.actions import Command, parse_fenced_action
 from gymfleet.envs.harness.bridge import SandboxBridge
-from gymfleet.envs.harness.mini_swe_agent import SUBMIT_COMMAND, config_overrides, run_mini_swe_agent
+from gymfleet.envs.harness.mini_swe_agent import SUBMIT_COMMAND, run_mini_swe_agent
 from gymfleet.envs.harness.smolagents_agent import run_smolagents
 
 HarnessFn = Callable[[str, str, SandboxBridge], str]
@@ -30,17 +30,15 @@ HARNESSES: dict[str, HarnessFn] = {
 ToolCallingAgent."""
 
 
-def configured_harness(name: str, specs: list[str]) -> HarnessFn:
-    """The harness ``name`` with a run's mini-swe-agent config specs (:func:`config_overrides`)
-    merged over its own, read now.
+def configured_harness(name: str, overrides: dict[str, Any]) -> HarnessFn:
+    """The harness ``name`` with a run's mini-swe-agent config (read by
+    :func:`~gymfleet.envs.harness.mini_swe_agent.config_overrides`) merged over its own.
 
     Raises:
-        ValueError: ``name`` is not a mini-swe-agent harness (only those take a config), or a
-            spec cannot be read (one line naming it).
+        ValueError: ``name`` is not a mini-swe-agent harness (only those take a config).
     """
     if name not in MINI_SWE_AGENT_CONFIGS:
         raise ValueError(f"harness_config is for {sorted(MINI_SWE_AGENT_CONFIGS)}; {name} takes none")
-    overrides: dict[str, Any] = config_overrides(specs)
     return functools.partial(run_mini_swe_agent, config_name=MINI_SWE_AGENT_CONFIGS[name], overrides=overrides)
 
 
